@@ -1,0 +1,23 @@
+# Hit Enter: `make run` serves the site, `make test` runs the whole suite; both install into .venv first.
+PYTHON ?= python3
+VENV := .venv
+PORT ?= 8000
+PYTEST_ARGS ?=
+
+.PHONY: venv run test
+
+venv: $(VENV)/.installed
+
+# The stamp makes pip run again only when a requirements file changes.
+$(VENV)/.installed: requirements.txt requirements-dev.txt
+	test -x $(VENV)/bin/python || $(PYTHON) -m venv $(VENV)
+	$(VENV)/bin/pip install -r requirements-dev.txt
+	touch $@
+
+run: venv
+	$(VENV)/bin/python manage.py migrate --noinput
+	$(VENV)/bin/daphne -b 127.0.0.1 -p $(PORT) explainer.asgi:application
+
+# pytest exits 5 when it collects nothing; make passes that on as a failure.
+test: venv
+	$(VENV)/bin/python -m pytest $(PYTEST_ARGS)

@@ -1,0 +1,1 @@
+"""Process-wide services the views and consumers share."""

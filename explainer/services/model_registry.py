@@ -1,0 +1,35 @@
+"""The one model this process explains: loaded lazily, once, and shared by every visitor."""
+import threading
+
+from django.conf import settings
+
+from inference.loading import LoadedModel, ModelNotAvailable, load_model
+
+_lock = threading.Lock()
+_loaded: LoadedModel | None = None
+
+
+def get_model() -> LoadedModel:
+    """Return the shared model for settings.EXPLAINER_MODEL, loading it on first use."""
+    global _loaded
+    if _loaded is None:
+        with _lock:
+            # Re-check under the lock: concurrent first requests must not load the weights twice.
+            if _loaded is None:
+                _loaded = load_model(settings.EXPLAINER_MODEL, device=settings.EXPLAINER_DEVICE)
+    return _loaded
+
+
+def model_status() -> dict:
+    """What templates need: the description when loaded, else the reason it could not be."""
+    try:
+        return {"spec": settings.EXPLAINER_MODEL, "ok": True, "description": get_model().description.to_dict(), "error": None}
+    except ModelNotAvailable as exc:
+        return {"spec": settings.EXPLAINER_MODEL, "ok": False, "description": None, "error": str(exc)}
+
+
+def reset() -> None:
+    """Forget the loaded model (tests switch specs between cases)."""
+    global _loaded
+    with _lock:
+        _loaded = None

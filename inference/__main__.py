@@ -1,0 +1,99 @@
+"""``python -m inference``: trace a run, size a KV cache, print the payload schema.
+
+    python -m inference trace --model bundled --prompt "What does mole mean?" --max-new-tokens 16
+    python -m inference kv --config bundled --dtype float16 --tokens 2048
+    python -m inference schema
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from .kvstats import DTYPE_BYTES, kv_formula, load_config_json
+
+
+def trace(args) -> int:
+    from .engine import GenerationSession
+    from .loading import load_model
+    from .prompting import build_prompt
+    from .sampling import SamplingParams
+    from .views import done_view
+
+    loaded = load_model(args.model, device=args.device)
+    messages = json.loads(args.messages) if args.messages else None
+    if args.prompt is not None:
+        messages = [{"role": "user", "content": args.prompt}]
+    input_ids = [int(x) for x in args.input_ids.split(",")] if args.input_ids else None
+    prompt = build_prompt(loaded.tokenizer, messages=messages, text=args.text, input_ids=input_ids)
+    params = SamplingParams.from_dict({"max_new_tokens": args.max_new_tokens, "temperature": args.temperature,
+                                       "top_k": args.top_k, "top_p": args.top_p, "min_p": args.min_p,
+                                       "repetition_penalty": args.repetition_penalty, "seed": args.seed})
+    session = GenerationSession(loaded, prompt, params, lens=args.lens)
+    emit({"type": "session", "model": loaded.description.to_dict(), "params": params.to_dict(), "prompt_kind": prompt.kind})
+    emit(session.prefill())
+    while not session.finished:
+        emit(session.step())
+    emit(done_view(session))
+    return 0
+
+
+def emit(obj: dict) -> None:
+    sys.stdout.write(json.dumps(obj, ensure_ascii=False, separators=(",", ":")) + "\n")
+    sys.stdout.flush()
+
+
+def kv(args) -> int:
+    emit(kv_formula(load_config_json(args.config), args.dtype, args.tokens))
+    return 0
+
+
+def schema(_args) -> int:
+    from .payload import schema_markdown
+
+    sys.stdout.write(schema_markdown())
+    return 0
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m inference", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = p.add_subparsers(dest="command", required=True)
+    t = sub.add_parser("trace", help="run a generation and print one JSON object per line")
+    t.add_argument("--model", default=None, help="bundled (default), a local folder, or a hub id")
+    source = t.add_mutually_exclusive_group(required=True)
+    source.add_argument("--prompt", help="one user message, rendered with the chat template")
+    source.add_argument("--messages", help='JSON list of {"role", "content"}')
+    source.add_argument("--text", help="raw text, no chat template")
+    source.add_argument("--input-ids", help="comma-separated ids fed exactly as given (no template, no BOS)")
+    t.add_argument("--max-new-tokens", type=int, default=32)
+    t.add_argument("--temperature", type=float, default=1.0)
+    t.add_argument("--top-k", type=int, default=0)
+    t.add_argument("--top-p", type=float, default=1.0)
+    t.add_argument("--min-p", type=float, default=0.0)
+    t.add_argument("--repetition-penalty", type=float, default=1.0)
+    t.add_argument("--seed", type=int, default=0)
+    t.add_argument("--device", default="auto")
+    t.add_argument("--lens", choices=["auto", "all"], default="auto", help="logit lens on every layer, or a subset on large models")
+    t.set_defaults(func=trace)
+    k = sub.add_parser("kv", help="KV-cache bytes per token and for N tokens, from a config")
+    k.add_argument("--config", required=True, help="a config.json, a model folder, or bundled")
+    k.add_argument("--dtype", default="float16", choices=sorted(DTYPE_BYTES))
+    k.add_argument("--tokens", type=int, default=1)
+    k.set_defaults(func=kv)
+    s = sub.add_parser("schema", help="print the payload field tables (docs/protocol.md)")
+    s.set_defaults(func=schema)
+    return p
+
+
+def main(argv=None) -> int:
+    args = parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except (ValueError, LookupError, RuntimeError, OSError) as exc:
+        code = getattr(exc, "code", exc.__class__.__name__)
+        emit({"type": "error", "code": code, "message": str(exc), "field": getattr(exc, "field", None)})
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

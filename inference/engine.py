@@ -1,0 +1,199 @@
+"""The step engine: one generation session = prompt, prefill, then one token at a time with the KV cache.
+
+    session = GenerationSession(loaded, build_prompt(tok, messages=[...]), SamplingParams(...))
+    session.prefill()          # -> prefill payload
+    while not session.finished:
+        session.step()         # -> step payload (sampled from the previous forward's logits)
+
+Step n samples from the logits of the forward pass before it: step 1 from the prefill's last
+position, step n > 1 from a decode forward on step n-1's token. Pausing is simply not calling step().
+"""
+from __future__ import annotations
+
+import time
+
+import torch
+from transformers import DynamicCache
+from transformers.cache_utils import DynamicLayer
+
+from . import views
+from .capture import lens_layers, residual_stream
+from .kept import KeptSteps
+from .kvstats import cache_stats
+from .loading import LoadedModel
+from .prompting import Prompt
+from .sampling import ParamError, SamplingParams, sample_token
+
+
+class ContextWindowError(ParamError):
+    """Prompt + max_new_tokens do not fit the model's context window."""
+
+
+class SessionError(RuntimeError):
+    """An operation the session's state does not allow (e.g. step after the run finished)."""
+
+    def __init__(self, message: str, code: str = "invalid_state"):
+        super().__init__(message)
+        self.code = code
+
+
+class GenerationSession:
+    def __init__(self, loaded: LoadedModel, prompt: Prompt, params: SamplingParams,
+                 lens: str = "auto", keep_budget_bytes: int | None = None):
+        self.loaded, self.model, self.tokenizer = loaded, loaded.model, loaded.tokenizer
+        self.adapter, self.description = loaded.adapter, loaded.description
+        self.prompt, self.params = prompt, params
+        window = self.description.context_window
+        if len(prompt.ids) + params.max_new_tokens > window:
+            raise ContextWindowError("max_new_tokens", f"prompt ({len(prompt.ids)} tokens) + max_new_tokens "
+                                     f"({params.max_new_tokens}) exceeds the context window ({window})", "context_window")
+        self.lens_layers = lens_layers(self.description.layers, self.description.vocab_size, lens)
+        self.kept = KeptSteps(keep_budget_bytes) if keep_budget_bytes else KeptSteps()
+        self.eos_ids = eos_token_ids(loaded)
+        self._reset()
+
+    def _reset(self) -> None:
+        self.ids = list(self.prompt.ids)  # every token so far: prompt, then generated
+        self.cache = DynamicCache(config=self.model.config)
+        self.step_index = 0
+        self.pending = None  # the last forward's capture: what the next step samples from
+        self.finished: str | None = None
+        self.emitted_text = ""
+        self.started = self.first_token_at = None
+        self.kept.clear()
+
+    @property
+    def prompt_length(self) -> int:
+        return len(self.prompt.ids)
+
+    @property
+    def generated(self) -> list[int]:
+        return self.ids[self.prompt_length:]
+
+    # -- forward passes ---------------------------------------------------------------------------
+    @torch.no_grad()
+    def _forward(self, new_ids: list[int]) -> dict:
+        """Run new_ids through the model on top of the cache; capture attentions and residuals."""
+        input_ids = torch.tensor([new_ids], device=self.model.device)  # (1, new)
+        with residual_stream(self.model, self.adapter) as residuals:
+            t0 = time.perf_counter()
+            out = self.model(input_ids=input_ids, cache=self.cache, use_cache=True, output_attentions=True)
+            t1 = time.perf_counter()
+        self.cache = out.cache
+        attn = torch.stack([a[0] for a in out.attentions])  # (layers, heads, new, keys)
+        embedded = self.adapter.embed(self.model, input_ids)[0]  # (new, hidden)
+        hidden = torch.stack([embedded, *[r[0] for r in residuals]])  # (layers + 1, new, hidden)
+        return {"logits": out.logits[0, -1].float(), "attn": attn, "hidden": hidden, "forward_ms": (t1 - t0) * 1e3}
+
+    def prefill(self) -> dict:
+        if self.pending is not None or self.step_index:
+            raise SessionError("prefill already ran")
+        self.started = time.perf_counter()
+        forward = self._forward(self.ids)
+        t0 = time.perf_counter()
+        payload = views.prefill_view(self, forward)
+        self.kept.put(0, attn=forward["attn"].half(), hidden=forward["hidden"].half(), logits=forward["logits"])
+        payload["timing"]["capture_ms"] = round((time.perf_counter() - t0) * 1e3, 3)
+        self.pending = {**forward, "attn": forward["attn"][:, :, -1], "hidden": forward["hidden"][:, -1], "source": "prefill"}
+        return payload
+
+    def step(self, forced_token: int | None = None) -> dict:
+        """One decode step: forward the last token (except step 1), sample, append, detokenize."""
+        if self.finished:
+            raise SessionError(f"the run has finished ({self.finished})", "finished")
+        if self.pending is None:
+            self.prefill()
+        if self.step_index > 0:
+            forward = self._forward([self.ids[-1]])
+            self.pending = {**forward, "attn": forward["attn"][:, :, -1], "hidden": forward["hidden"][:, -1], "source": "decode"}
+        self.step_index += 1
+        pending = self.pending
+        t0 = time.perf_counter()
+        ids = torch.tensor([self.ids])
+        result = sample_token(ids, pending["logits"], self.params, self.prompt_length, self.step_index)
+        if forced_token is not None:
+            result.token_id, result.prob = forced_token, float(torch.softmax(pending["logits"].double(), -1)[forced_token])
+        t1 = time.perf_counter()
+        self.ids.append(result.token_id)
+        self.first_token_at = self.first_token_at or t1
+        delta = self._text_delta()
+        self.finished = self._stop_reason(result.token_id)
+        payload = views.step_view(self, pending, result, delta, forced_token is not None)
+        t2 = time.perf_counter()
+        self.kept.put(self.step_index, attn=pending["attn"].half(), hidden=pending["hidden"].half(), logits=pending["logits"])
+        payload["timing"].update(sampling_ms=round((t1 - t0) * 1e3, 3), capture_ms=round((t2 - t1) * 1e3, 3))
+        return payload
+
+    def stop(self) -> None:
+        self.finished = self.finished or "stopped"
+
+    def fork(self, step: int, token_id: int) -> dict:
+        """Go back to step ``step`` and continue with ``token_id`` instead of the sampled token."""
+        if not isinstance(step, int) or not 1 <= step <= self.step_index:
+            raise SessionError(f"step must be in [1, {self.step_index}], got {step!r}", "out_of_range")
+        if not isinstance(token_id, int) or not 0 <= token_id < self.description.vocab_size:
+            raise SessionError(f"token_id must be in [0, {self.description.vocab_size - 1}]", "out_of_range")
+        if step == 1:  # the logits of step 1 come from the prefill: run it again
+            self._reset()
+            self.prefill()
+        else:  # keep tokens and cache up to step-1's token, which step's forward will feed
+            self.ids = self.ids[: self.prompt_length + step - 1]
+            self._truncate_cache(len(self.ids) - 1)
+            self.step_index, self.finished = step - 1, None
+            self.emitted_text = self._decoded_text()
+            self.kept.drop_from(step)
+        return self.step(forced_token=token_id)
+
+    @torch.no_grad()
+    def _truncate_cache(self, length: int) -> None:
+        """Keep the first ``length`` positions; sliding-window layers that dropped keys are rebuilt."""
+        if all(type(layer) is DynamicLayer for layer in self.cache.layers):
+            self.cache.crop(-(self.cache.get_seq_length() - length))
+            return
+        self.cache = DynamicCache(config=self.model.config)
+        self.model(input_ids=torch.tensor([self.ids[:length]], device=self.model.device), cache=self.cache, use_cache=True)
+
+    # -- text and stopping ------------------------------------------------------------------------
+    def _decoded_text(self) -> str:
+        text = self.tokenizer.decode(self.generated, skip_special_tokens=True)
+        return text[:-1] if text.endswith("\ufffd") else text  # an incomplete UTF-8 sequence waits
+
+    def _text_delta(self) -> str:
+        text = self._decoded_text()
+        delta = text[len(self.emitted_text):] if text.startswith(self.emitted_text) else text
+        self.emitted_text = text
+        return delta
+
+    def _stop_reason(self, token_id: int) -> str | None:
+        if token_id in self.eos_ids:
+            return "eos"
+        if any(s in self.emitted_text for s in self.params.stop):
+            return "stop_string"
+        if len(self.generated) >= self.params.max_new_tokens:
+            return "max_new_tokens"
+        if len(self.ids) >= self.description.context_window:
+            return "context_window"
+        return None
+
+    def reply_text(self) -> str:
+        text = self.emitted_text
+        for s in self.params.stop:
+            text = text.split(s)[0]
+        return text
+
+    def kv(self) -> dict:
+        return cache_stats(self.cache, self.description.context_window)
+
+    def close(self) -> None:
+        """Free the cache and kept tensors (the session's only large state)."""
+        self.cache, self.pending = DynamicCache(config=self.model.config), None
+        self.kept.clear()
+        self.finished = self.finished or "stopped"
+
+
+def eos_token_ids(loaded: LoadedModel) -> set[int]:
+    ids = set()
+    for source in (loaded.model.generation_config.eos_token_id, loaded.model.config.eos_token_id, loaded.tokenizer.eos_token_id):
+        if source is not None:
+            ids.update(source if isinstance(source, (list, tuple)) else [source])
+    return ids

@@ -1,0 +1,75 @@
+"""KV-cache size: measured from the live cache tensors, and the formula from a config."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import torch
+
+DTYPE_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2, "int8": 1, "fp8": 1}
+
+
+def config_dims(config) -> dict:
+    """layers, KV heads and head dim of a transformers config (object or dict)."""
+    get = config.get if isinstance(config, dict) else lambda k, d=None: getattr(config, k, d)
+    heads = get("num_attention_heads") or get("n_head")
+    hidden = get("hidden_size") or get("n_embd")
+    return {
+        "layers": get("num_hidden_layers") or get("n_layer"),
+        "kv_heads": get("num_key_value_heads") or heads,  # KV heads, not query heads (GQA/MQA share them)
+        "head_dim": get("head_dim") or hidden // heads,
+        "context_window": get("max_position_embeddings") or get("n_positions"),
+        "sliding_window": get("sliding_window") if get("use_sliding_window", True) else None,
+    }
+
+
+def kv_formula(config, dtype: str = "float16", tokens: int = 1) -> dict:
+    """bytes per token = 2 (K and V) x layers x KV heads x head dim x bytes per element."""
+    if dtype not in DTYPE_BYTES:
+        raise ValueError(f"dtype must be one of {sorted(DTYPE_BYTES)}, not {dtype!r}")
+    if tokens < 0:
+        raise ValueError(f"tokens must be >= 0, got {tokens}")
+    dims = config_dims(config)
+    per_token = 2 * dims["layers"] * dims["kv_heads"] * dims["head_dim"] * DTYPE_BYTES[dtype]
+    cached = min(tokens, dims["sliding_window"]) if dims["sliding_window"] else tokens
+    return {**dims, "dtype": dtype, "bytes_per_element": DTYPE_BYTES[dtype], "bytes_per_token": per_token,
+            "tokens": tokens, "cached_tokens": cached, "total_bytes": per_token * cached,
+            "formula": f"2 x {dims['layers']} layers x {dims['kv_heads']} KV heads x {dims['head_dim']} head dim x "
+                       f"{DTYPE_BYTES[dtype]} bytes = {per_token} bytes/token"}
+
+
+def load_config_json(spec: str) -> dict:
+    """A config.json path, a model folder, or ``bundled``."""
+    from .loading import resolve_spec
+
+    path = Path(spec)
+    if path.is_file():
+        return json.loads(path.read_text())
+    _, source = resolve_spec(spec)
+    config_path = Path(source) / "config.json"
+    if not config_path.exists():
+        raise FileNotFoundError(f"no config.json for {spec!r}: pass a config.json path or a local model folder")
+    return json.loads(config_path.read_text())
+
+
+def cache_stats(cache, context_window: int) -> dict:
+    """What the live cache holds: the actual bytes of its key and value tensors, layer by layer."""
+    layers, total = [], 0
+    for layer in cache.layers:
+        keys, values = layer.keys, layer.values
+        if keys is None or keys.numel() == 0:
+            layers.append({"shape": [0, 0, 0, 0], "bytes": 0})
+            continue
+        nbytes = keys.nbytes + values.nbytes
+        total += nbytes
+        layers.append({"shape": list(keys.shape), "bytes": nbytes})  # (batch, kv_heads, seq, head_dim)
+    seq_len = cache.get_seq_length()
+    return {
+        "seq_len": seq_len,
+        "bytes": total,
+        "bytes_per_token": total // seq_len if seq_len else 0,
+        "context_window": context_window,
+        "context_used": round(seq_len / context_window, 4) if context_window else None,
+        "dtype": str(cache.layers[0].keys.dtype).replace("torch.", "") if seq_len else None,
+        "layers": layers,
+    }

@@ -1,0 +1,152 @@
+"""Load a causal LM and its tokenizer from a model spec, and describe what was loaded.
+
+A spec is ``bundled`` (the model shipped in ``inference/bundled``), a local folder, or a hub id.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import sys
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import torch
+from transformers import AutoModelForCausalLM, AutoTokenizer
+
+from .adapters import FamilyAdapter, adapter_for
+
+BUNDLED_DIR = Path(__file__).resolve().parent / "bundled"
+DEFAULT_SPEC = "bundled"
+ATTENTION_IMPLEMENTATIONS = ("eager", "sdpa")
+# Models without a chat template still get one, so every model can take chat messages.
+FALLBACK_CHAT_TEMPLATE = (
+    "{%- for message in messages -%}{{ message['role'] }}: {{ message['content'] }}\n{%- endfor -%}"
+    "{%- if add_generation_prompt -%}assistant:{%- endif -%}"
+)
+log = logging.getLogger(__name__)
+
+
+class ModelNotAvailable(RuntimeError):
+    """The spec names a model that cannot be loaded here (e.g. a hub id while offline)."""
+
+
+@dataclass(frozen=True)
+class ModelDescription:
+    spec: str
+    name: str
+    family: str
+    layers: int
+    query_heads: int
+    kv_heads: int
+    head_dim: int
+    hidden_size: int
+    vocab_size: int
+    context_window: int
+    parameters: int
+    dtype: str
+    device: str
+    tied_lm_head: bool
+    position_scheme: str
+    sliding_window: int | None
+    chat_template_source: str
+    attn_implementation: str
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass
+class LoadedModel:
+    model: torch.nn.Module
+    tokenizer: object
+    description: ModelDescription
+    adapter: FamilyAdapter
+
+
+def resolve_device(device: str = "auto") -> tuple[torch.device, torch.dtype]:
+    """``auto``: CUDA with bf16 when present, else CPU float32."""
+    if device == "auto":
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+    dev = torch.device(device)
+    return dev, (torch.bfloat16 if dev.type == "cuda" else torch.float32)
+
+
+def resolve_spec(spec: str | None) -> tuple[str, str]:
+    """(spec as given, what to pass to ``from_pretrained``)."""
+    spec = spec or os.environ.get("EXPLAINER_MODEL") or DEFAULT_SPEC
+    if spec == "bundled":
+        return spec, str(BUNDLED_DIR)
+    path = Path(spec).expanduser()
+    if path.exists():
+        if not (path / "config.json").exists():
+            raise ModelNotAvailable(f"model spec {spec!r}: folder has no config.json (expected a Hugging Face model folder)")
+        return spec, str(path.resolve())
+    if spec.startswith((".", "/", "~")):
+        raise ModelNotAvailable(f"model spec {spec!r}: no such folder")
+    return spec, spec
+
+
+def load_model(spec: str | None = None, device: str = "auto", attn_implementation: str = "eager",
+               dtype: torch.dtype | None = None) -> LoadedModel:
+    """Load model + tokenizer once; the result is shared by every session in the process."""
+    if attn_implementation not in ATTENTION_IMPLEMENTATIONS:
+        raise ValueError(f"attn_implementation must be one of {ATTENTION_IMPLEMENTATIONS}, not {attn_implementation!r}")
+    spec, source = resolve_spec(spec)
+    dev, default_dtype = resolve_device(device)
+    dtype = dtype or default_dtype
+    started = time.perf_counter()
+    print(f"[hit-enter] loading model {spec!r} on {dev} ({str(dtype).replace('torch.', '')}) ...", file=sys.stderr, flush=True)
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(source)
+        model = AutoModelForCausalLM.from_pretrained(source, dtype=dtype, attn_implementation=attn_implementation)
+    except OSError as exc:
+        raise ModelNotAvailable(
+            f"model spec {spec!r} could not be loaded: {exc.__class__.__name__}. It is not a local folder, so it was "
+            f"looked up on the Hugging Face hub, which is unreachable or does not have it. Provide it with "
+            f"EXPLAINER_MODEL=/path/to/folder (a folder with config.json, weights and tokenizer), download it once "
+            f"while online (`hf download {spec}`), or use EXPLAINER_MODEL=bundled."
+        ) from exc
+    model.to(dev).eval()
+    template_source = chat_template_source(tokenizer, source)
+    adapter = adapter_for(model.config)
+    description = describe(model, spec, adapter, template_source, attn_implementation)
+    print(f"[hit-enter] loaded {description.name}: {description.parameters:,} parameters, {description.layers} layers "
+          f"in {time.perf_counter() - started:.1f}s", file=sys.stderr, flush=True)
+    return LoadedModel(model, tokenizer, description, adapter)
+
+
+def chat_template_source(tokenizer, source: str) -> str:
+    """Where the chat template came from; models without one get the fallback."""
+    if getattr(tokenizer, "chat_template", None):
+        jinja = Path(source) / "chat_template.jinja"
+        return "chat_template.jinja" if jinja.exists() else "tokenizer_config.json"
+    tokenizer.chat_template = FALLBACK_CHAT_TEMPLATE
+    return "fallback (the model has none: role: content lines)"
+
+
+def describe(model, spec: str, adapter: FamilyAdapter, template_source: str, attn_implementation: str) -> ModelDescription:
+    config = model.config
+    query_heads = config.num_attention_heads
+    head_dim = getattr(config, "head_dim", None) or config.hidden_size // query_heads
+    tied = model.get_output_embeddings().weight.data_ptr() == model.get_input_embeddings().weight.data_ptr()
+    return ModelDescription(
+        spec=spec,
+        name=getattr(config, "_name_or_path", "") and Path(config._name_or_path).name or spec,
+        family=config.model_type,
+        layers=config.num_hidden_layers,
+        query_heads=query_heads,
+        kv_heads=getattr(config, "num_key_value_heads", None) or query_heads,
+        head_dim=head_dim,
+        hidden_size=config.hidden_size,
+        vocab_size=config.vocab_size,
+        context_window=adapter.context_window(config),
+        parameters=sum(p.numel() for p in model.parameters()),
+        dtype=str(next(model.parameters()).dtype).replace("torch.", ""),
+        device=str(next(model.parameters()).device),
+        tied_lm_head=tied,
+        position_scheme=adapter.position_scheme,
+        sliding_window=adapter.sliding_window(config),
+        chat_template_source=template_source,
+        attn_implementation=attn_implementation,
+    )

@@ -1,0 +1,78 @@
+"""Detail on demand and retemper: answered from what the session kept, never by rerunning the model."""
+from __future__ import annotations
+
+import torch
+
+from .kept import NotKept
+from .packing import packed
+from .payload import SCHEMA_VERSION
+from .sampling import SamplingParams, dice_roll, sample_token
+from .views import lens_view, piece
+
+DETAIL_KINDS = ("attention", "hidden", "embedding", "lens")
+
+
+class DetailError(ValueError):
+    def __init__(self, field_name: str, message: str, code: str = "out_of_range"):
+        super().__init__(f"{field_name}: {message}")
+        self.field, self.message, self.code = field_name, message, code
+
+
+def _index(name: str, value, size: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < size:
+        raise DetailError(name, f"must be an integer in [0, {size - 1}], got {value!r}")
+    return value
+
+
+def detail(session, what: str, step: int | None = None, layer: int | None = None, head: int | None = None,
+           position: int | None = None) -> dict:
+    """attention: (step 0: tokens x tokens; step n: 1 x keys) for (layer, head); hidden: the residual vector
+    after ``layer`` (0 = layer 0's input) at ``position`` (step 0) or the step's position; embedding: the
+    full row of the token at ``position``; lens: every layer's logit lens for the step."""
+    if what not in DETAIL_KINDS:
+        raise DetailError("what", f"must be one of {', '.join(DETAIL_KINDS)}", "invalid_value")
+    d = session.description
+    out = {"type": "detail", "schema_version": SCHEMA_VERSION, "what": what, "step": step, "layer": layer,
+           "head": head, "position": position, "lens": None}
+    if what == "embedding":
+        position = _index("position", position, len(session.ids))
+        row = session.adapter.embed(session.model, torch.tensor([[session.ids[position]]], device=session.model.device))[0, 0]
+        return {**out, "data": packed(row)}
+    step = _index("step", step, session.step_index + 1)
+    if what == "attention":
+        layer, head = _index("layer", layer, d.layers), _index("head", head, d.query_heads)
+        return {**out, "data": packed(session.kept.get(step, "attn")[layer, head])}
+    hidden = session.kept.get(step, "hidden")  # (layers + 1, [P,] hidden)
+    if step == 0:
+        position = _index("position", position, hidden.shape[1])
+        hidden = hidden[:, position]
+    if what == "hidden":
+        layer = _index("layer", layer, d.layers + 1)
+        return {**out, "data": packed(hidden[layer])}
+    saved, session.lens_layers = session.lens_layers, list(range(d.layers))
+    try:
+        rows = lens_view(session, hidden.float())
+    finally:
+        session.lens_layers = saved
+    return {**out, "lens": rows, "data": packed(torch.tensor([r["probs"][0] for r in rows]))}
+
+
+def retemper(session, step: int, temperature=None, top_k=None, top_p=None, min_p=None) -> dict:
+    """Re-apply temperature / top-k / top-p / min-p to step's kept logits; the same u is rolled."""
+    step = _index("step", step, session.step_index + 1)
+    if step == 0:
+        raise DetailError("step", "retemper needs a decode step (>= 1)")
+    logits = session.kept.get(step, "logits")
+    changes = {k: v for k, v in dict(temperature=temperature, top_k=top_k, top_p=top_p, min_p=min_p).items() if v is not None}
+    params = SamplingParams.from_dict({**session.params.to_dict(), **changes})
+    prefix = torch.tensor([session.ids[: session.prompt_length + step - 1]])
+    result = sample_token(prefix, logits, params, session.prompt_length, step)
+    return {"type": "retemper", "schema_version": SCHEMA_VERSION, "step": step,
+            "params": {k: getattr(params, k) for k in ("temperature", "top_k", "top_p", "min_p")},
+            "stages": result.stages,
+            "probs": [{"id": i, "text": piece(session.tokenizer, i), "prob": p} for i, p in result.probs_top],
+            "token": {"id": result.token_id, "text": piece(session.tokenizer, result.token_id), "prob": round(result.prob, 6)},
+            "draw": result.draw}
+
+
+__all__ = ["detail", "retemper", "DetailError", "NotKept", "dice_roll"]

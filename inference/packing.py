@@ -1,0 +1,30 @@
+"""Compact encodings for the payload's large arrays (see docs/protocol.md, "Packed arrays")."""
+from __future__ import annotations
+
+import base64
+import math
+
+import numpy as np
+import torch
+
+
+def packed(array: torch.Tensor | np.ndarray) -> dict:
+    """A float array as little-endian float16, base64: {"dtype", "shape", "b64"}."""
+    if isinstance(array, torch.Tensor):
+        array = array.detach().float().cpu().numpy()
+    data = np.ascontiguousarray(array, dtype="<f2")
+    return {"dtype": "float16", "shape": list(data.shape), "b64": base64.b64encode(data.tobytes()).decode("ascii")}
+
+
+def unpack(obj: dict) -> np.ndarray:
+    """The inverse of ``packed`` (used by tests and replay tools)."""
+    return np.frombuffer(base64.b64decode(obj["b64"]), dtype="<f2").astype(np.float32).reshape(obj["shape"])
+
+
+def rounded(values, digits: int = 4) -> list:
+    """Floats rounded for JSON; non-finite values (masked logits) become None."""
+    if isinstance(values, torch.Tensor):
+        values = values.tolist()
+    if isinstance(values, list):
+        return [rounded(v, digits) for v in values]
+    return round(values, digits) if math.isfinite(values) else None

@@ -1,0 +1,157 @@
+"""The payload schema: every message the engine emits, defined once and versioned.
+
+``docs/protocol.md`` carries the tables that ``schema_markdown()`` prints (a test keeps them in step),
+and ``validate_payload`` checks that what the engine emits has every field named here.
+Types: int, float, str, bool, list, object, packed (see "Packed arrays"), any; a trailing ? means null is allowed.
+"""
+from __future__ import annotations
+
+SCHEMA_VERSION = 1
+
+_TOKEN = {"id": ("int", "token id"), "text": ("str", "the piece decoded alone"),
+          "special": ("bool", "a special token (role marker, end of message, BOS)")}
+_TIMING = {"forward_ms": ("float", "the model's forward pass"), "capture_ms": ("float", "summarising attentions, hidden states, logit lens"),
+           "sampling_ms": ("float", "logits processors, softmax and the draw"), "ttft_ms": ("float?", "time to first token (prefill + first sampling) of this run"),
+           "tokens_per_s": ("float?", "decode tokens per second so far")}
+_KV = {"seq_len": ("int", "tokens held in the cache"), "bytes": ("int", "sum of nbytes of every cached key and value tensor"),
+       "bytes_per_token": ("int", "bytes / seq_len"), "context_window": ("int", "the model's maximum positions"),
+       "context_used": ("float?", "seq_len / context_window"), "dtype": ("str?", "cache tensor dtype"),
+       "layers": ("list", "per layer {shape: [batch, kv_heads, seq, head_dim], bytes}")}
+_LENS = ("list", "per read layer {layer, ids[5], probs[5]}: the residual after that layer through the final norm and LM head, at the last position")
+_LOGITS = {"top": ("list", "[{id, text, logit, prob}] sorted by raw logit, highest first (prob: softmax of raw logits)"),
+           "vocab_size": ("int", "size of the distribution")}
+
+SCHEMA: dict[str, dict] = {
+    "session": {
+        "type": ("str", "\"session\""), "schema_version": ("int", "payload schema version"),
+        "model": ("object", "the model description: spec, name, family, layers, query_heads, kv_heads, head_dim, hidden_size, vocab_size, context_window, parameters, dtype, device, tied_lm_head, position_scheme, sliding_window, chat_template_source, attn_implementation"),
+        "params": ("object", "the validated sampling parameters"),
+        "prompt_kind": ("str", "messages | text | input_ids"),
+        "capture": ("object", "what is captured: lens_layers, attention_mode, budget"),
+    },
+    "prefill": {
+        "type": ("str", "\"prefill\""), "schema_version": ("int", ""),
+        "template": {"text": ("str", "what the model reads"), "source": ("str", "where the chat template came from"),
+                     "spans": ("list", "[{role, start, end}] character spans of each message in text")},
+        "tokens": ("list", "[{id, text, bytes: [start, end), special}] one per prompt token; bytes index template.text as UTF-8"),
+        "embeddings": {"shape": ("list", "[vocab_size, hidden_size] of the embedding table"),
+                       "slice": ("packed", "(tokens, dims) the first dims of each token's row"),
+                       "norms": ("packed", "(tokens,) L2 norm of each full row"),
+                       "scale": ("float", "multiplier applied to rows before layer 0 (Gemma: sqrt(hidden))")},
+        "positions": {"scheme": ("str", "learned | rotary"),
+                      "learned": ("packed?", "(tokens, dims) slice of the learned position vectors (learned only)"),
+                      "rotary": ("object?", "{theta, head_dim, freq_index[], angles: packed (tokens, len(freq_index)) radians} (rotary only)")},
+        "mask": {"kind": ("str", "causal"), "size": ("int", "prompt tokens"),
+                 "sliding_window": ("int?", "keys further back than this are masked too")},
+        "attention": {"mode": ("str", "full | summary"), "layers": ("int", ""), "heads": ("int", ""),
+                      "full": ("packed?", "(layers, heads, tokens, tokens) weights (mode full)"),
+                      "blocks": ("packed?", "(layers, heads, B, B) block-averaged weights (mode summary)"),
+                      "last_row": ("packed", "(layers, tokens) the last position's weights averaged over heads"),
+                      "top_keys": ("list", "[layer][head][k] strongest keys of the last position"),
+                      "top_weights": ("list", "[layer][head][k] their weights")},
+        "hidden_norms": ("packed", "(layers + 1, tokens) L2 norm of the residual stream: row 0 is layer 0's input, row i the output of layer i"),
+        "lens": _LENS,
+        "logits": _LOGITS,
+        "kv": _KV,
+        "timing": {"forward_ms": ("float", "the prefill forward pass"), "capture_ms": ("float", ""), "tokenize_ms": ("float", "template + tokenizer")},
+    },
+    "step": {
+        "type": ("str", "\"step\""), "schema_version": ("int", ""),
+        "step": ("int", "1-based decode step; step 1 samples from the prefill's last position"),
+        "input": {"id": ("int", "token fed to this forward pass"), "text": ("str", ""), "position": ("int", "its position")},
+        "forward": ("str", "prefill (step 1 reuses the prefill's last position) | decode"),
+        "attention": {"mode": ("str", "heads | mean"), "keys": ("int", "cached keys the new query attends to"),
+                      "mean": ("packed", "(layers, keys) weights averaged over heads"),
+                      "heads": ("packed?", "(layers, heads, keys) every head's row (mode heads)"),
+                      "top_keys": ("list", "[layer][head][k] strongest keys per head"),
+                      "top_weights": ("list", "[layer][head][k]")},
+        "hidden_norms": ("list", "(layers + 1) L2 norm of the residual at this position"),
+        "lens": _LENS,
+        "logits": _LOGITS,
+        "stages": ("list", "[{name, applied, survivors, top: [{id, value}]}] in order repetition_penalty, presence_penalty, frequency_penalty, temperature, top_k, top_p, min_p; value = the logit after the stage (null = removed)"),
+        "probs": ("list", "[{id, text, prob}] the final distribution's most likely tokens"),
+        "draw": ("object?", "{u, rank, cumulative_before, cumulative_after}: where u in [0,1) landed on the cumulative distribution sorted by probability; null when greedy"),
+        "greedy": ("bool", "temperature 0: argmax"),
+        "forced": ("bool", "the token was chosen by a fork, not sampled"),
+        "token": {**_TOKEN, "prob": ("float", "its probability in the final distribution")},
+        "text_delta": ("str", "newly complete text (incomplete UTF-8 held back)"),
+        "kv": _KV,
+        "timing": _TIMING,
+        "stop_reason": ("str?", "eos | stop_string | max_new_tokens | context_window | stopped, on the last step"),
+    },
+    "done": {
+        "type": ("str", "\"done\""), "schema_version": ("int", ""),
+        "stop_reason": ("str", "eos | stop_string | max_new_tokens | context_window | stopped"),
+        "steps": ("int", "decode steps taken"), "text": ("str", "the whole reply"),
+        "token_ids": ("list", "generated ids"), "timing": {"ttft_ms": ("float?", ""), "total_ms": ("float", ""),
+                                                         "tokens_per_s": ("float?", ""), "tpot_ms": ("float?", "(total - ttft) / (n - 1)")},
+    },
+    "detail": {
+        "type": ("str", "\"detail\""), "schema_version": ("int", ""), "what": ("str", "attention | hidden | embedding | lens"),
+        "step": ("int?", "0 = prefill"), "layer": ("int?", ""), "head": ("int?", ""), "position": ("int?", ""),
+        "data": ("packed", "the full matrix or vector"),
+        "lens": ("list?", "for what=lens: every layer"),
+    },
+    "retemper": {
+        "type": ("str", "\"retemper\""), "schema_version": ("int", ""), "step": ("int", ""),
+        "params": ("object", "temperature, top_k, top_p, min_p applied"),
+        "stages": ("list", "as in step"), "probs": ("list", "as in step"),
+        "token": ("object", "{id, text, prob}: where the step's own u now lands"),
+        "draw": ("object?", "as in step"),
+    },
+}
+
+
+class SchemaError(AssertionError):
+    """An emitted payload does not match SCHEMA."""
+
+
+def validate_payload(payload: dict) -> None:
+    kind = payload.get("type")
+    if kind not in SCHEMA:
+        raise SchemaError(f"unknown payload type {kind!r}")
+    _check(payload, SCHEMA[kind], kind)
+
+
+_TYPES = {"int": int, "float": (int, float), "str": str, "bool": bool, "list": list, "object": dict, "packed": dict}
+
+
+def _check(obj: dict, spec: dict, path: str) -> None:
+    missing = sorted(set(spec) - set(obj))
+    if missing:
+        raise SchemaError(f"{path}: missing {missing}")
+    for name, rule in spec.items():
+        value = obj[name]
+        if isinstance(rule, dict):
+            if not isinstance(value, dict):
+                raise SchemaError(f"{path}.{name}: expected object")
+            _check(value, rule, f"{path}.{name}")
+            continue
+        kind = rule[0].rstrip("?")
+        if value is None and rule[0].endswith("?"):
+            continue
+        if kind != "any" and (not isinstance(value, _TYPES[kind]) or (kind in ("int", "float") and isinstance(value, bool))):
+            raise SchemaError(f"{path}.{name}: expected {rule[0]}, got {type(value).__name__}")
+        if kind == "packed" and not {"dtype", "shape", "b64"} <= set(value):
+            raise SchemaError(f"{path}.{name}: packed array needs dtype, shape, b64")
+
+
+def field_paths(spec: dict, prefix: str = "") -> list[tuple[str, str, str]]:
+    rows = []
+    for name, rule in spec.items():
+        path = f"{prefix}{name}"
+        if isinstance(rule, dict):
+            rows.append((path, "object", ""))
+            rows.extend(field_paths(rule, path + "."))
+        else:
+            rows.append((path, rule[0], rule[1]))
+    return rows
+
+
+def schema_markdown() -> str:
+    """The field tables of docs/protocol.md."""
+    out = [f"<!-- generated by `python -m inference schema`; schema_version {SCHEMA_VERSION} -->"]
+    for kind, spec in SCHEMA.items():
+        out += [f"\n### `{kind}`\n", "| field | type | meaning |", "|---|---|---|"]
+        out += [f"| `{p}` | {t} | {d.replace('|', '/')} |" for p, t, d in field_paths(spec)]
+    return "\n".join(out) + "\n"

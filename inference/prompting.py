@@ -1,0 +1,92 @@
+"""From chat messages (or raw text, or raw ids) to prompt token ids, with the template and spans."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+ROLES = ("system", "user", "assistant")
+
+
+class PromptError(ValueError):
+    """The prompt is malformed; names the field."""
+
+    def __init__(self, field_name: str, message: str, code: str = "invalid_prompt"):
+        super().__init__(f"{field_name}: {message}")
+        self.field, self.message, self.code = field_name, message, code
+
+
+@dataclass
+class Prompt:
+    kind: str  # "messages" | "text" | "input_ids"
+    ids: list[int]
+    text: str  # what the model reads (the rendered template for messages)
+    spans: list[dict] = field(default_factory=list)  # [{role, start, end}] character spans in text
+    offsets: list[list[int]] = field(default_factory=list)  # per token [start, end) byte offsets in text
+    messages: list[dict] = field(default_factory=list)
+
+
+def validate_messages(messages) -> list[dict]:
+    if not isinstance(messages, list) or not messages:
+        raise PromptError("messages", "must be a non-empty list of {role, content}", "wrong_type")
+    if len(messages) > 64:
+        raise PromptError("messages", "at most 64 messages", "out_of_range")
+    for i, m in enumerate(messages):
+        if not isinstance(m, dict) or not isinstance(m.get("content"), str) or m.get("role") not in ROLES:
+            raise PromptError(f"messages[{i}]", f"must be {{role: one of {', '.join(ROLES)}, content: string}}", "wrong_type")
+    return [{"role": m["role"], "content": m["content"]} for m in messages]
+
+
+def render_messages(tokenizer, messages: list[dict]) -> tuple[str, list[dict]]:
+    """The chat template's text and each message's span in it (rendering prefix by prefix)."""
+    text = tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
+    spans, start = [], 0
+    for i, message in enumerate(messages):
+        prefix = tokenizer.apply_chat_template(messages[: i + 1], tokenize=False)
+        end = len(prefix) if text.startswith(prefix) else start
+        spans.append({"role": message["role"], "start": start, "end": end})
+        start = end
+    if start < len(text):
+        spans.append({"role": "generation_prompt", "start": start, "end": len(text)})
+    return text, spans
+
+
+def byte_offsets(text: str, char_offsets: list[tuple[int, int]]) -> list[list[int]]:
+    prefix_bytes = [0]
+    for ch in text:
+        prefix_bytes.append(prefix_bytes[-1] + len(ch.encode("utf-8")))
+    return [[prefix_bytes[s], prefix_bytes[e]] for s, e in char_offsets]
+
+
+def build_prompt(tokenizer, messages=None, text=None, input_ids=None) -> Prompt:
+    given = [x is not None for x in (messages, text, input_ids)]
+    if sum(given) != 1:
+        raise PromptError("prompt", "give exactly one of messages, text or input_ids")
+    if input_ids is not None:
+        return _from_ids(tokenizer, input_ids)
+    if messages is not None:
+        messages = validate_messages(messages)
+        rendered, spans = render_messages(tokenizer, messages)
+        encoded = tokenizer(rendered, add_special_tokens=False, return_offsets_mapping=True)
+    else:
+        if not isinstance(text, str) or not text:
+            raise PromptError("text", "must be a non-empty string", "wrong_type")
+        rendered, spans = text, [{"role": "text", "start": 0, "end": len(text)}]
+        encoded = tokenizer(rendered, return_offsets_mapping=True)
+    ids = list(encoded["input_ids"])
+    return Prompt("messages" if messages else "text", ids, rendered, spans,
+                  byte_offsets(rendered, encoded["offset_mapping"]), messages or [])
+
+
+def _from_ids(tokenizer, input_ids) -> Prompt:
+    vocab = len(tokenizer)
+    if not isinstance(input_ids, list) or not input_ids or not all(isinstance(i, int) and not isinstance(i, bool) for i in input_ids):
+        raise PromptError("input_ids", "must be a non-empty list of integers", "wrong_type")
+    bad = [i for i in input_ids if not 0 <= i < vocab]
+    if bad:
+        raise PromptError("input_ids", f"ids must be in [0, {vocab - 1}], got {bad[0]}", "out_of_range")
+    pieces = [tokenizer.decode([i]) for i in input_ids]
+    offsets, at = [], 0
+    for piece in pieces:
+        n = len(piece.encode("utf-8"))
+        offsets.append([at, at + n])
+        at += n
+    return Prompt("input_ids", list(input_ids), "".join(pieces), [{"role": "input_ids", "start": 0, "end": at}], offsets)

@@ -1,0 +1,205 @@
+"""The sampling pipeline: transformers' logits processors, stage by stage, and the dice roll.
+
+Stages run in transformers' order (penalties, then temperature, top-k, top-p, min-p). Each stage is a
+real ``LogitsProcessor``; we only record what it left behind, so the diagram shows the very numbers
+that picked the token.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field, fields
+
+import torch
+from transformers import (
+    LogitsProcessor,
+    MinPLogitsWarper,
+    RepetitionPenaltyLogitsProcessor,
+    TemperatureLogitsWarper,
+    TopKLogitsWarper,
+    TopPLogitsWarper,
+)
+
+STAGE_TOP_N = 10  # candidates recorded after each stage
+MAX_SEED = 2**63 - 1
+
+
+class ParamError(ValueError):
+    """A sampling parameter outside its allowed range; names the field."""
+
+    def __init__(self, field_name: str, message: str, code: str = "invalid_param"):
+        super().__init__(f"{field_name}: {message}")
+        self.field, self.message, self.code = field_name, message, code
+
+
+@dataclass(frozen=True)
+class SamplingParams:
+    temperature: float = 1.0  # [0, 2]; 0 = greedy
+    top_k: int = 0  # >= 0; 0 = off
+    top_p: float = 1.0  # (0, 1]
+    min_p: float = 0.0  # [0, 1]
+    repetition_penalty: float = 1.0  # (0, 10]; 1 = off (HF: divides positive logits of seen tokens)
+    presence_penalty: float = 0.0  # [-2, 2] (OpenAI)
+    frequency_penalty: float = 0.0  # [-2, 2] (OpenAI)
+    max_new_tokens: int = 64  # >= 1
+    seed: int = 0  # integer in [0, 2**63 - 1]
+    stop: tuple[str, ...] = field(default=())  # up to 4 stop strings, each 1-64 characters
+
+    @classmethod
+    def from_dict(cls, data: dict | None, max_new_tokens_cap: int | None = None) -> "SamplingParams":
+        data = dict(data or {})
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise ParamError(unknown[0], f"unknown parameter; allowed: {', '.join(sorted(known))}", "unknown_param")
+        if "stop" in data:
+            data["stop"] = _stop_strings(data["stop"])
+        params = cls(**data)
+        params.validate(max_new_tokens_cap)
+        return params
+
+    def validate(self, max_new_tokens_cap: int | None = None) -> None:
+        _number("temperature", self.temperature, 0.0, 2.0)
+        _integer("top_k", self.top_k, 0, None)
+        _number("top_p", self.top_p, 0.0, 1.0, low_open=True)
+        _number("min_p", self.min_p, 0.0, 1.0)
+        _number("repetition_penalty", self.repetition_penalty, 0.0, 10.0, low_open=True)
+        _number("presence_penalty", self.presence_penalty, -2.0, 2.0)
+        _number("frequency_penalty", self.frequency_penalty, -2.0, 2.0)
+        _integer("max_new_tokens", self.max_new_tokens, 1, max_new_tokens_cap)
+        _integer("seed", self.seed, 0, MAX_SEED)
+
+    @property
+    def greedy(self) -> bool:
+        return self.temperature == 0
+
+    def to_dict(self) -> dict:
+        return {**asdict(self), "stop": list(self.stop)}
+
+
+def _number(name: str, value, low: float, high: float, low_open: bool = False) -> None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ParamError(name, f"must be a number, not {type(value).__name__}", "wrong_type")
+    if not math.isfinite(value) or value > high or value < low or (low_open and value == low):
+        bracket = "(" if low_open else "["
+        raise ParamError(name, f"must be in {bracket}{low:g}, {high:g}], got {value!r}", "out_of_range")
+
+
+def _integer(name: str, value, low: int, high: int | None) -> None:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ParamError(name, f"must be an integer, not {type(value).__name__}", "wrong_type")
+    if value < low or (high is not None and value > high):
+        allowed = f"[{low}, {high}]" if high is not None else f">= {low}"
+        raise ParamError(name, f"must be {allowed}, got {value}", "out_of_range")
+
+
+def _stop_strings(value) -> tuple[str, ...]:
+    if isinstance(value, str):
+        value = [value]
+    if not isinstance(value, (list, tuple)) or len(value) > 4:
+        raise ParamError("stop", "must be a list of at most 4 strings", "wrong_type")
+    for item in value:
+        if not isinstance(item, str) or not 1 <= len(item) <= 64:
+            raise ParamError("stop", "each stop string must be 1 to 64 characters", "out_of_range")
+    return tuple(value)
+
+
+class PresencePenaltyLogitsProcessor(LogitsProcessor):
+    """OpenAI's presence penalty: logit - presence * [count > 0], counted over generated tokens."""
+
+    def __init__(self, penalty: float, prompt_length: int):
+        self.penalty, self.prompt_length = penalty, prompt_length
+
+    def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
+        counts = generated_counts(input_ids, self.prompt_length, scores.shape[-1])  # (batch, vocab)
+        return scores - self.penalty * (counts > 0).to(scores.dtype)
+
+
+class FrequencyPenaltyLogitsProcessor(LogitsProcessor):
+    """OpenAI's frequency penalty: logit - frequency * count, counted over generated tokens."""
+
+    def __init__(self, penalty: float, prompt_length: int):
+        self.penalty, self.prompt_length = penalty, prompt_length
+
+    def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
+        counts = generated_counts(input_ids, self.prompt_length, scores.shape[-1])  # (batch, vocab)
+        return scores - self.penalty * counts.to(scores.dtype)
+
+
+def generated_counts(input_ids: torch.LongTensor, prompt_length: int, vocab_size: int) -> torch.Tensor:
+    generated = input_ids[:, prompt_length:]  # (batch, generated)
+    counts = torch.zeros(input_ids.shape[0], vocab_size, dtype=torch.long, device=input_ids.device)
+    return counts.scatter_add_(1, generated, torch.ones_like(generated))
+
+
+def build_stages(params: SamplingParams, prompt_length: int) -> list[tuple[str, LogitsProcessor | None]]:
+    """Every stage in transformers' order; None where the parameter leaves logits unchanged."""
+    sampling = not params.greedy
+    return [
+        ("repetition_penalty", RepetitionPenaltyLogitsProcessor(params.repetition_penalty) if params.repetition_penalty != 1.0 else None),
+        ("presence_penalty", PresencePenaltyLogitsProcessor(params.presence_penalty, prompt_length) if params.presence_penalty else None),
+        ("frequency_penalty", FrequencyPenaltyLogitsProcessor(params.frequency_penalty, prompt_length) if params.frequency_penalty else None),
+        ("temperature", TemperatureLogitsWarper(params.temperature) if sampling and params.temperature != 1.0 else None),
+        ("top_k", TopKLogitsWarper(params.top_k) if sampling and params.top_k else None),
+        ("top_p", TopPLogitsWarper(params.top_p) if sampling and params.top_p < 1.0 else None),
+        ("min_p", MinPLogitsWarper(params.min_p) if sampling and params.min_p > 0 else None),
+    ]
+
+
+@dataclass
+class SampleResult:
+    token_id: int
+    prob: float  # the chosen token's probability in the final distribution
+    stages: list[dict]  # one per stage: name, applied, survivors, top [{id, value}]
+    probs_top: list[tuple[int, float]]  # the final distribution's most likely tokens
+    draw: dict | None  # the dice roll: u, rank it landed on, cumulative mass around it; None when greedy
+
+
+def dice_roll(seed: int, step: int) -> float:
+    """u in [0, 1) for one step; depends only on (seed, step), so a fork re-rolls the same dice."""
+    generator = torch.Generator().manual_seed((seed * 1_000_003 + step) % MAX_SEED)
+    return torch.rand((), generator=generator, dtype=torch.float64).item()
+
+
+def stage_record(name: str, applied: bool, scores: torch.Tensor, top_n: int = STAGE_TOP_N) -> dict:
+    values, ids = scores[0].topk(min(top_n, scores.shape[-1]))
+    return {
+        "name": name,
+        "applied": applied,
+        "survivors": int(torch.isfinite(scores[0]).sum()),
+        "top": [{"id": int(i), "value": round(float(v), 4) if math.isfinite(v) else None} for v, i in zip(values.tolist(), ids.tolist())],
+    }
+
+
+def run_stages(input_ids: torch.LongTensor, logits: torch.Tensor, params: SamplingParams,
+               prompt_length: int) -> tuple[torch.Tensor, list[dict]]:
+    """Apply every stage to one position's logits; (final scores (1, vocab), stage records)."""
+    scores = logits.float().reshape(1, -1)  # (1, vocab)
+    ids = input_ids.reshape(1, -1).to(scores.device)  # (1, seq)
+    records = []
+    for name, processor in build_stages(params, prompt_length):
+        if processor is not None:
+            scores = processor(ids, scores)
+        records.append(stage_record(name, processor is not None, scores))
+    return scores, records
+
+
+def sample_token(input_ids: torch.LongTensor, logits: torch.Tensor, params: SamplingParams,
+                 prompt_length: int, step: int, top_n: int = STAGE_TOP_N) -> SampleResult:
+    """Run the stages, softmax, and either take the argmax (temperature 0) or roll the dice."""
+    scores, records = run_stages(input_ids, logits, params, prompt_length)
+    probs = torch.softmax(scores[0].double(), dim=-1)  # (vocab,)
+    order = torch.argsort(probs, descending=True, stable=True)  # (vocab,)
+    if params.greedy:
+        token, draw = int(scores[0].argmax()), None
+    else:
+        cumulative = torch.cumsum(probs[order], dim=0)  # (vocab,)
+        u = dice_roll(params.seed, step)
+        rank = min(int(torch.searchsorted(cumulative, torch.tensor(u, dtype=torch.float64), right=True)), len(order) - 1)
+        while probs[order[rank]] == 0 and rank > 0:  # float rounding past the last survivor
+            rank -= 1
+        token = int(order[rank])
+        before = float(cumulative[rank - 1]) if rank else 0.0
+        draw = {"u": round(u, 6), "rank": rank, "cumulative_before": round(before, 6),
+                "cumulative_after": round(float(cumulative[rank]), 6)}
+    top = [(int(i), round(float(probs[i]), 6)) for i in order[:top_n]]
+    return SampleResult(token, float(probs[token]), records, top, draw)

@@ -1,0 +1,134 @@
+"""Turn a forward pass's captured tensors into payloads (see payload.SCHEMA and docs/protocol.md)."""
+from __future__ import annotations
+
+import time
+
+import torch
+
+from .adapters import rope_theta
+from .capture import block_average, head_top_keys, logit_lens
+from .packing import packed, rounded
+from .payload import SCHEMA_VERSION
+
+EMBED_DIMS = 16  # embedding/position dims sent per token (full rows on demand)
+ROTARY_FREQS = 8  # rotary frequency pairs sent per position (full angles on demand)
+LOGITS_TOP = 10
+FULL_PREFILL_ATTENTION = 65_536  # layers x heads x tokens^2 up to which the prefill sends every matrix
+SUMMARY_BLOCKS = 16
+FULL_STEP_ATTENTION = 16_384  # layers x heads x keys up to which a step sends every head's row
+
+
+def piece(tokenizer, token_id: int) -> str:
+    return tokenizer.decode([token_id])
+
+
+def token_info(session, token_id: int) -> dict:
+    return {"id": token_id, "text": piece(session.tokenizer, token_id),
+            "special": token_id in set(session.tokenizer.all_special_ids)}
+
+
+def logits_view(session, logits: torch.Tensor) -> dict:
+    probs = torch.softmax(logits.double(), dim=-1)
+    values, ids = logits.topk(LOGITS_TOP)
+    return {"vocab_size": logits.shape[-1], "top": [
+        {"id": int(i), "text": piece(session.tokenizer, int(i)), "logit": round(float(v), 4), "prob": round(float(probs[i]), 6)}
+        for v, i in zip(values, ids)]}
+
+
+def lens_view(session, hidden_last: torch.Tensor) -> list[dict]:
+    """hidden_last: (layers + 1, hidden); the lens reads layer outputs (rows 1..layers)."""
+    rows = logit_lens(session.model, session.adapter, hidden_last[1:], session.lens_layers)
+    for row in rows:
+        row["texts"] = [piece(session.tokenizer, i) for i in row["ids"]]
+    return rows
+
+
+def positions_view(session, count: int) -> dict:
+    model, adapter = session.model, session.adapter
+    positions = torch.arange(count, device=model.device)
+    learned = adapter.position_vectors(model, positions)
+    angles = adapter.rotary_angles(model, positions.cpu())
+    rotary = None
+    if angles is not None:
+        n = angles.shape[1]
+        index = sorted(set(torch.linspace(0, n - 1, min(ROTARY_FREQS, n)).round().long().tolist()))
+        rotary = {"theta": rope_theta(model.config), "head_dim": session.description.head_dim,
+                  "freq_index": index, "angles": packed(angles[:, index])}
+    return {"scheme": adapter.position_scheme, "learned": packed(learned[:, :EMBED_DIMS]) if learned is not None else None,
+            "rotary": rotary}
+
+
+def prefill_view(session, forward: dict) -> dict:
+    prompt, tokenizer = session.prompt, session.tokenizer
+    attn, hidden = forward["attn"], forward["hidden"]  # (layers, heads, P, P), (layers + 1, P, hidden)
+    rows = session.adapter.embed(session.model, torch.tensor([prompt.ids], device=session.model.device))[0]  # (P, hidden)
+    layers, heads, p, _ = attn.shape
+    full = layers * heads * p * p <= FULL_PREFILL_ATTENTION
+    keys, weights = head_top_keys(attn[:, :, -1])
+    table = session.adapter.token_embeddings(session.model).weight
+    return {
+        "type": "prefill", "schema_version": SCHEMA_VERSION,
+        "template": {"text": prompt.text, "source": session.description.chat_template_source if prompt.kind == "messages" else prompt.kind,
+                     "spans": prompt.spans},
+        "tokens": [{**token_info(session, i), "bytes": prompt.offsets[n] if n < len(prompt.offsets) else None}
+                   for n, i in enumerate(prompt.ids)],
+        "embeddings": {"shape": list(table.shape), "slice": packed(rows[:, :EMBED_DIMS]), "norms": packed(rows.float().norm(dim=-1)),
+                       "scale": float(session.description.hidden_size ** 0.5) if session.adapter.embedding_scale else 1.0},
+        "positions": positions_view(session, p),
+        "mask": {"kind": "causal", "size": p, "sliding_window": session.description.sliding_window},
+        "attention": {"mode": "full" if full else "summary", "layers": layers, "heads": heads,
+                      "full": packed(attn) if full else None,
+                      "blocks": None if full else packed(block_average(attn, SUMMARY_BLOCKS)),
+                      "last_row": packed(attn[:, :, -1].float().mean(dim=1)), "top_keys": keys, "top_weights": weights},
+        "hidden_norms": packed(hidden.float().norm(dim=-1)),
+        "lens": lens_view(session, hidden[:, -1]),
+        "logits": logits_view(session, forward["logits"]),
+        "kv": session.kv(),
+        "timing": {"forward_ms": round(forward["forward_ms"], 3), "capture_ms": 0.0, "tokenize_ms": 0.0},
+    }
+
+
+def step_view(session, pending: dict, result, delta: str, forced: bool) -> dict:
+    attn = pending["attn"]  # (layers, heads, keys)
+    layers, heads, keys_count = attn.shape
+    keys, weights = head_top_keys(attn)
+    position = session.prompt_length + session.step_index - 2
+    input_id = session.ids[position]
+    elapsed = time.perf_counter() - session.started
+    decode_s = time.perf_counter() - session.first_token_at
+    tokens = len(session.generated)
+    return {
+        "type": "step", "schema_version": SCHEMA_VERSION, "step": session.step_index,
+        "input": {"id": input_id, "text": piece(session.tokenizer, input_id), "position": position},
+        "forward": pending["source"],
+        "attention": {"mode": "heads" if layers * heads * keys_count <= FULL_STEP_ATTENTION else "mean", "keys": keys_count,
+                      "mean": packed(attn.float().mean(dim=1)),
+                      "heads": packed(attn) if layers * heads * keys_count <= FULL_STEP_ATTENTION else None,
+                      "top_keys": keys, "top_weights": weights},
+        "hidden_norms": rounded(pending["hidden"].float().norm(dim=-1)),
+        "lens": lens_view(session, pending["hidden"]),
+        "logits": logits_view(session, pending["logits"]),
+        "stages": result.stages,
+        "probs": [{"id": i, "text": piece(session.tokenizer, i), "prob": p} for i, p in result.probs_top],
+        "draw": result.draw, "greedy": session.params.greedy, "forced": forced,
+        "token": {**token_info(session, result.token_id), "prob": round(result.prob, 6)},
+        "text_delta": delta,
+        "kv": session.kv(),
+        "timing": {"forward_ms": round(pending["forward_ms"], 3) if pending["source"] == "decode" else 0.0,
+                   "capture_ms": 0.0, "sampling_ms": 0.0,
+                   "ttft_ms": round((session.first_token_at - session.started) * 1e3, 3),
+                   "tokens_per_s": round((tokens - 1) / decode_s, 3) if tokens > 1 and decode_s > 0 else None,
+                   "elapsed_ms": round(elapsed * 1e3, 3)},
+        "stop_reason": session.finished,
+    }
+
+
+def done_view(session) -> dict:
+    total = time.perf_counter() - session.started if session.started else 0.0
+    ttft = session.first_token_at - session.started if session.first_token_at else None
+    n = len(session.generated)
+    tpot = (total - ttft) / (n - 1) if ttft is not None and n > 1 else None
+    return {"type": "done", "schema_version": SCHEMA_VERSION, "stop_reason": session.finished or "stopped",
+            "steps": session.step_index, "text": session.reply_text(), "token_ids": session.generated,
+            "timing": {"ttft_ms": round(ttft * 1e3, 3) if ttft is not None else None, "total_ms": round(total * 1e3, 3),
+                       "tokens_per_s": round(1 / tpot, 3) if tpot else None, "tpot_ms": round(tpot * 1e3, 3) if tpot else None}}

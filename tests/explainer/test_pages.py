@@ -1,0 +1,57 @@
+"""The index page and health check show the loaded model, or say clearly why it is missing."""
+from pathlib import Path
+
+import pytest
+
+from explainer.services import model_registry
+
+STORIES = Path(__file__).resolve().parents[3] / "shared/models/stories260K"
+
+
+@pytest.fixture(autouse=True)
+def fresh_registry(settings):
+    # Each test picks its own spec, so no loaded model may leak between tests.
+    settings.EXPLAINER_DEVICE = "cpu"
+    model_registry.reset()
+    yield settings
+    model_registry.reset()
+
+
+@pytest.fixture
+def stories(settings):
+    if not (STORIES / "config.json").exists():
+        pytest.skip(f"test model missing: {STORIES}")
+    settings.EXPLAINER_MODEL = str(STORIES)
+
+
+def test_index_names_the_model_and_describes_it(client, stories):
+    response = client.get("/")
+    assert response.status_code == 200
+    html = response.content.decode()
+    assert "Hit Enter" in html
+    assert "stories260K" in html
+    for field in model_registry.get_model().description.to_dict():
+        assert f"<th scope=\"row\">{field}</th>" in html
+    assert "<th scope=\"row\">layers</th><td>5</td>" in html
+    assert "<td>llama</td>" in html
+
+
+def test_healthz_reports_the_model(client, stories):
+    response = client.get("/healthz")
+    assert response.status_code == 200
+    body = response.json()
+    assert body["status"] == "ok"
+    assert body["model"]["name"] == "stories260K"
+    assert body["model"]["layers"] == 5
+    assert body["model"]["family"] == "llama"
+
+
+def test_unavailable_model_gives_a_clear_503(client, settings):
+    settings.EXPLAINER_MODEL = "hit-enter-tests/no-such-model"
+    response = client.get("/")
+    assert response.status_code == 503
+    html = response.content.decode()
+    assert "The model could not be loaded" in html
+    assert "hit-enter-tests/no-such-model" in html
+    assert "EXPLAINER_MODEL" in html
+    assert client.get("/healthz").status_code == 503
