@@ -1,2 +1,6 @@
-"""WebSocket routes; /ws/session/ is added with the step engine."""
-websocket_urlpatterns = []
+"""WebSocket routes."""
+from django.urls import path
+
+from explainer.consumers import SessionConsumer
+
+websocket_urlpatterns = [path("ws/session/", SessionConsumer.as_asgi())]

@@ -77,3 +77,9 @@ DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 EXPLAINER_MODEL = os.environ.get("EXPLAINER_MODEL", "bundled")
 # "auto" = CUDA with bf16 when present, else CPU float32.
 EXPLAINER_DEVICE = os.environ.get("EXPLAINER_DEVICE", "auto")
+
+# Limits for visitors (per process).
+EXPLAINER_MAX_SESSIONS = int(os.environ.get("EXPLAINER_MAX_SESSIONS", "8"))  # generating at once; more get `busy`
+EXPLAINER_MAX_PROMPT_TOKENS = int(os.environ.get("EXPLAINER_MAX_PROMPT_TOKENS", "384"))
+EXPLAINER_MAX_NEW_TOKENS = int(os.environ.get("EXPLAINER_MAX_NEW_TOKENS", "256"))
+EXPLAINER_MAX_FRAME_BYTES = int(os.environ.get("EXPLAINER_MAX_FRAME_BYTES", str(64 * 1024)))

@@ -18,7 +18,7 @@ def trace(args) -> int:
     from .loading import load_model
     from .prompting import build_prompt
     from .sampling import SamplingParams
-    from .views import done_view
+    from .views import done_view, session_view
 
     loaded = load_model(args.model, device=args.device)
     messages = json.loads(args.messages) if args.messages else None
@@ -30,7 +30,7 @@ def trace(args) -> int:
                                        "top_k": args.top_k, "top_p": args.top_p, "min_p": args.min_p,
                                        "repetition_penalty": args.repetition_penalty, "seed": args.seed})
     session = GenerationSession(loaded, prompt, params, lens=args.lens)
-    emit({"type": "session", "model": loaded.description.to_dict(), "params": params.to_dict(), "prompt_kind": prompt.kind})
+    emit(session_view(session))
     emit(session.prefill())
     while not session.finished:
         emit(session.step())

@@ -25,10 +25,19 @@ class FamilyAdapter:
 
     def embed(self, model, input_ids: torch.Tensor) -> torch.Tensor:
         """The looked-up embedding rows, as the first layer receives them (before positions)."""
-        rows = self.token_embeddings(model)(input_ids)  # (batch, seq, hidden)
-        if self.embedding_scale:
+        table = self.token_embeddings(model)
+        rows = table(input_ids)  # (batch, seq, hidden)
+        # transformers 5's Gemma embedding module (…ScaledWordEmbedding) already multiplies by its embed_scale
+        if self.embedding_scale and not hasattr(table, "embed_scale"):
             rows = rows * torch.tensor(math.sqrt(model.config.hidden_size), dtype=rows.dtype)
         return rows
+
+    def layer_input(self, model, input_ids: torch.Tensor, first_position: int) -> torch.Tensor:
+        """What layer 0 receives: embedding rows, plus learned position vectors where the family adds them."""
+        rows = self.embed(model, input_ids)  # (batch, seq, hidden)
+        positions = torch.arange(first_position, first_position + input_ids.shape[-1], device=rows.device)
+        learned = self.position_vectors(model, positions)  # (seq, hidden) or None for rotary models
+        return rows if learned is None else rows + learned
 
     def final_norm(self, model) -> torch.nn.Module:
         backbone = self.backbone(model)
@@ -44,11 +53,15 @@ class FamilyAdapter:
 
     def rotary_angles(self, model, positions: torch.Tensor) -> torch.Tensor | None:
         """Rotation angle per (position, frequency pair) in radians, (seq, head_dim // 2)."""
-        config = model.config
-        head_dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
-        rotary_dim = int(head_dim * getattr(config, "partial_rotary_factor", 1.0))
-        theta = rope_theta(config)
-        inv_freq = 1.0 / (theta ** (torch.arange(0, rotary_dim, 2, dtype=torch.float32) / rotary_dim))
+        rotary = getattr(self.backbone(model), "rotary_emb", None)
+        inv_freq = getattr(rotary, "inv_freq", None)  # the model's own frequencies (rope scaling included)
+        if inv_freq is None:
+            config = model.config
+            head_dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
+            rotary_dim = int(head_dim * partial_rotary_factor(config))
+            theta = rope_theta(config)
+            inv_freq = 1.0 / (theta ** (torch.arange(0, rotary_dim, 2, dtype=torch.float32) / rotary_dim))
+        inv_freq = inv_freq.detach().float().to(positions.device)
         return positions.float()[:, None] * inv_freq[None, :]  # (seq, rotary_dim // 2)
 
     def sliding_window(self, config) -> int | None:
@@ -65,6 +78,14 @@ class LearnedPositionsAdapter(FamilyAdapter):
 
     def rotary_angles(self, model, positions):
         return None
+
+
+def partial_rotary_factor(config) -> float:
+    """Share of each head's dims that is rotated (Phi: 0.5); transformers 5 keeps it in rope_parameters."""
+    params = getattr(config, "rope_parameters", None) or {}
+    if isinstance(params, dict) and "partial_rotary_factor" in params:
+        return float(params["partial_rotary_factor"])
+    return float(getattr(config, "partial_rotary_factor", None) or 1.0)
 
 
 def rope_theta(config) -> float:

@@ -11,7 +11,8 @@ from .adapters import FamilyAdapter
 
 LENS_TOP = 5  # tokens per layer in the logit lens
 HEAD_TOP_KEYS = 3  # strongest keys kept per head in attention summaries
-LENS_FULL_BUDGET = 2_000_000  # layers x vocab above which the lens reads a subset of layers by default
+LENS_FULL_BUDGET = 400_000  # layers x vocab above which the lens reads a subset of layers by default
+LENS_SUBSET = 4  # layers read (besides the last) by default on large models; all on demand
 
 
 @contextmanager
@@ -31,22 +32,36 @@ def residual_stream(model, adapter: FamilyAdapter):
 
 
 def lens_layers(num_layers: int, vocab_size: int, mode: str = "auto") -> list[int]:
-    """Which layers the logit lens reads: all of them, or (large models, by default) about eight."""
+    """Which layers the logit lens reads: all of them, or (large models, by default) a few and the last.
+
+    Each read layer costs one LM-head matmul over the whole vocabulary; on a 30-layer, 49k-vocab model
+    reading all of them would cost more than the forward pass itself.
+    """
     if mode == "all" or (mode == "auto" and num_layers * vocab_size <= LENS_FULL_BUDGET):
         return list(range(num_layers))
-    stride = max(1, round(num_layers / 8))
-    return sorted(set(range(stride - 1, num_layers, stride)) | {num_layers - 1})
+    stride = num_layers / (LENS_SUBSET + 1)
+    return sorted({round(stride * (i + 1)) - 1 for i in range(LENS_SUBSET)} | {num_layers - 1})
 
 
 @torch.no_grad()
-def logit_lens(model, adapter: FamilyAdapter, residuals: torch.Tensor, layers: list[int]) -> list[dict]:
-    """Top tokens each layer's residual would predict, read through the final norm and LM head."""
-    picked = residuals[layers]  # (lens_layers, hidden)
-    logits = model.get_output_embeddings()(adapter.final_norm(model)(picked)).float()  # (lens_layers, vocab)
-    probs = torch.softmax(logits, dim=-1)
-    top_p, top_i = probs.topk(LENS_TOP, dim=-1)  # (lens_layers, LENS_TOP)
-    return [{"layer": layer, "ids": top_i[n].tolist(), "probs": [round(p, 4) for p in top_p[n].tolist()]}
-            for n, layer in enumerate(layers)]
+def logit_lens(model, adapter: FamilyAdapter, residuals: torch.Tensor, layers: list[int],
+               final_logits: torch.Tensor | None = None) -> list[dict]:
+    """Top tokens each layer's residual would predict, read through the final norm and LM head.
+
+    residuals: (layers, hidden). The last layer's lens is the model's own logits: pass them to reuse them.
+    """
+    last = residuals.shape[0] - 1
+    reuse = final_logits is not None and last in layers
+    read = [layer for layer in layers if not (reuse and layer == last)]
+    logits = model.get_output_embeddings()(adapter.final_norm(model)(residuals[read])).float() if read else None  # (read, vocab)
+    if reuse:
+        logits = final_logits.float()[None] if logits is None else torch.cat([logits, final_logits.float()[None]])
+        read = read + [last]
+    top_logits, top_i = logits.topk(LENS_TOP, dim=-1)  # (read, LENS_TOP)
+    top_p = torch.exp(top_logits - torch.logsumexp(logits, dim=-1, keepdim=True))
+    rows = {layer: {"layer": layer, "ids": top_i[n].tolist(), "probs": [round(p, 4) for p in top_p[n].tolist()]}
+            for n, layer in enumerate(read)}
+    return [rows[layer] for layer in layers]
 
 
 def head_top_keys(attn: torch.Tensor, k: int = HEAD_TOP_KEYS) -> tuple[list, list]:
@@ -61,3 +76,9 @@ def block_average(matrix: torch.Tensor, blocks: int) -> torch.Tensor:
     q, k = matrix.shape[-2:]
     pooled = torch.nn.functional.adaptive_avg_pool2d(matrix.float().reshape(-1, 1, q, k), (min(blocks, q), min(blocks, k)))
     return pooled.reshape(*matrix.shape[:-2], *pooled.shape[-2:])
+
+
+def block_edges(size: int, blocks: int) -> list[int]:
+    """Where adaptive average pooling starts each block (its bins may overlap by one for uneven sizes)."""
+    blocks = min(blocks, size)
+    return [(b * size) // blocks for b in range(blocks)] + [size]

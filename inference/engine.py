@@ -50,6 +50,7 @@ class GenerationSession:
         self.lens_layers = lens_layers(self.description.layers, self.description.vocab_size, lens)
         self.kept = KeptSteps(keep_budget_bytes) if keep_budget_bytes else KeptSteps()
         self.eos_ids = eos_token_ids(loaded)
+        self.special_ids = set(self.tokenizer.all_special_ids)
         self._reset()
 
     def _reset(self) -> None:
@@ -77,25 +78,35 @@ class GenerationSession:
         input_ids = torch.tensor([new_ids], device=self.model.device)  # (1, new)
         with residual_stream(self.model, self.adapter) as residuals:
             t0 = time.perf_counter()
-            out = self.model(input_ids=input_ids, cache=self.cache, use_cache=True, output_attentions=True)
+            out = self.model(input_ids=input_ids, cache=self.cache, use_cache=True, output_attentions=True, logits_to_keep=1)
+            synchronize(self.model.device)
             t1 = time.perf_counter()
         self.cache = out.cache
-        attn = torch.stack([a[0] for a in out.attentions])  # (layers, heads, new, keys)
-        embedded = self.adapter.embed(self.model, input_ids)[0]  # (new, hidden)
+        embedded = self.adapter.layer_input(self.model, input_ids, len(self.ids) - len(new_ids))[0]  # (new, hidden)
         hidden = torch.stack([embedded, *[r[0] for r in residuals]])  # (layers + 1, new, hidden)
-        return {"logits": out.logits[0, -1].float(), "attn": attn, "hidden": hidden, "forward_ms": (t1 - t0) * 1e3}
+        attentions = [a[0] for a in out.attentions]  # layers x (heads, new, keys); stacked only where small
+        return {"logits": out.logits[0, -1].float(), "attentions": attentions, "hidden": hidden,
+                "last_attn": torch.stack([a[:, -1] for a in attentions]),  # (layers, heads, keys)
+                "forward_ms": (t1 - t0) * 1e3, "ended_at": t1}
 
     def prefill(self) -> dict:
         if self.pending is not None or self.step_index:
             raise SessionError("prefill already ran")
         self.started = time.perf_counter()
         forward = self._forward(self.ids)
-        t0 = time.perf_counter()
         payload = views.prefill_view(self, forward)
-        self.kept.put(0, attn=forward["attn"].half(), hidden=forward["hidden"].half(), logits=forward["logits"])
-        payload["timing"]["capture_ms"] = round((time.perf_counter() - t0) * 1e3, 3)
-        self.pending = {**forward, "attn": forward["attn"][:, :, -1], "hidden": forward["hidden"][:, -1], "source": "prefill"}
+        attention_bytes = sum(a.numel() for a in forward["attentions"]) * 2
+        full_attention = torch.stack(forward["attentions"]).half() if attention_bytes <= self.kept.budget // 2 else None
+        self.kept.put(0, attn=full_attention, hidden=forward["hidden"].half(), logits=forward["logits"])
+        payload["timing"]["capture_ms"] = round((time.perf_counter() - forward["ended_at"]) * 1e3, 3)
+        self.pending = self._pending(forward, "prefill")
         return payload
+
+    @staticmethod
+    def _pending(forward: dict, source: str) -> dict:
+        """What the next step samples from: the last position of a forward pass."""
+        return {"logits": forward["logits"], "attn": forward["last_attn"], "hidden": forward["hidden"][:, -1],
+                "forward_ms": forward["forward_ms"], "source": source}
 
     def step(self, forced_token: int | None = None) -> dict:
         """One decode step: forward the last token (except step 1), sample, append, detokenize."""
@@ -104,8 +115,7 @@ class GenerationSession:
         if self.pending is None:
             self.prefill()
         if self.step_index > 0:
-            forward = self._forward([self.ids[-1]])
-            self.pending = {**forward, "attn": forward["attn"][:, :, -1], "hidden": forward["hidden"][:, -1], "source": "decode"}
+            self.pending = self._pending(self._forward([self.ids[-1]]), "decode")
         self.step_index += 1
         pending = self.pending
         t0 = time.perf_counter()
@@ -189,6 +199,12 @@ class GenerationSession:
         self.cache, self.pending = DynamicCache(config=self.model.config), None
         self.kept.clear()
         self.finished = self.finished or "stopped"
+
+
+def synchronize(device: torch.device) -> None:
+    """Make forward timings honest on CUDA, where kernels run asynchronously."""
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
 
 
 def eos_token_ids(loaded: LoadedModel) -> set[int]:

@@ -31,7 +31,8 @@ def kv_formula(config, dtype: str = "float16", tokens: int = 1) -> dict:
         raise ValueError(f"tokens must be >= 0, got {tokens}")
     dims = config_dims(config)
     per_token = 2 * dims["layers"] * dims["kv_heads"] * dims["head_dim"] * DTYPE_BYTES[dtype]
-    cached = min(tokens, dims["sliding_window"]) if dims["sliding_window"] else tokens
+    # transformers' sliding-window layers keep window - 1 keys between forward passes
+    cached = min(tokens, dims["sliding_window"] - 1) if dims["sliding_window"] else tokens
     return {**dims, "dtype": dtype, "bytes_per_element": DTYPE_BYTES[dtype], "bytes_per_token": per_token,
             "tokens": tokens, "cached_tokens": cached, "total_bytes": per_token * cached,
             "formula": f"2 x {dims['layers']} layers x {dims['kv_heads']} KV heads x {dims['head_dim']} head dim x "
@@ -64,10 +65,12 @@ def cache_stats(cache, context_window: int) -> dict:
         total += nbytes
         layers.append({"shape": list(keys.shape), "bytes": nbytes})  # (batch, kv_heads, seq, head_dim)
     seq_len = cache.get_seq_length()
+    stored = max((layer["shape"][2] for layer in layers), default=0)  # < seq_len once a sliding window drops keys
     return {
         "seq_len": seq_len,
+        "stored_tokens": stored,
         "bytes": total,
-        "bytes_per_token": total // seq_len if seq_len else 0,
+        "bytes_per_token": total // stored if stored else 0,
         "context_window": context_window,
         "context_used": round(seq_len / context_window, 4) if context_window else None,
         "dtype": str(cache.layers[0].keys.dtype).replace("torch.", "") if seq_len else None,

@@ -76,6 +76,9 @@ def resolve_spec(spec: str | None) -> tuple[str, str]:
     """(spec as given, what to pass to ``from_pretrained``)."""
     spec = spec or os.environ.get("EXPLAINER_MODEL") or DEFAULT_SPEC
     if spec == "bundled":
+        if not (BUNDLED_DIR / "config.json").exists():
+            raise ModelNotAvailable(f"the bundled model is missing from {BUNDLED_DIR}: train it with "
+                                    "`python -m inference.training.train`, or set EXPLAINER_MODEL")
         return spec, str(BUNDLED_DIR)
     path = Path(spec).expanduser()
     if path.exists():

@@ -41,7 +41,13 @@ def detail(session, what: str, step: int | None = None, layer: int | None = None
     step = _index("step", step, session.step_index + 1)
     if what == "attention":
         layer, head = _index("layer", layer, d.layers), _index("head", head, d.query_heads)
-        return {**out, "data": packed(session.kept.get(step, "attn")[layer, head])}
+        try:
+            matrix = session.kept.get(step, "attn")[layer, head]
+        except NotKept:
+            if step != 0:
+                raise
+            matrix = prompt_attention(session, layer)[head]  # too large to keep: recompute the prefill
+        return {**out, "data": packed(matrix)}
     hidden = session.kept.get(step, "hidden")  # (layers + 1, [P,] hidden)
     if step == 0:
         position = _index("position", position, hidden.shape[1])
@@ -55,6 +61,13 @@ def detail(session, what: str, step: int | None = None, layer: int | None = None
     finally:
         session.lens_layers = saved
     return {**out, "lens": rows, "data": packed(torch.tensor([r["probs"][0] for r in rows]))}
+
+
+@torch.no_grad()
+def prompt_attention(session, layer: int) -> torch.Tensor:
+    """(heads, P, P) of one layer, from a fresh forward over the prompt (the same computation as prefill)."""
+    ids = torch.tensor([session.prompt.ids], device=session.model.device)
+    return session.model(input_ids=ids, use_cache=False, output_attentions=True).attentions[layer][0]
 
 
 def retemper(session, step: int, temperature=None, top_k=None, top_p=None, min_p=None) -> dict:

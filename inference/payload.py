@@ -13,11 +13,11 @@ _TOKEN = {"id": ("int", "token id"), "text": ("str", "the piece decoded alone"),
 _TIMING = {"forward_ms": ("float", "the model's forward pass"), "capture_ms": ("float", "summarising attentions, hidden states, logit lens"),
            "sampling_ms": ("float", "logits processors, softmax and the draw"), "ttft_ms": ("float?", "time to first token (prefill + first sampling) of this run"),
            "tokens_per_s": ("float?", "decode tokens per second so far")}
-_KV = {"seq_len": ("int", "tokens held in the cache"), "bytes": ("int", "sum of nbytes of every cached key and value tensor"),
-       "bytes_per_token": ("int", "bytes / seq_len"), "context_window": ("int", "the model's maximum positions"),
+_KV = {"seq_len": ("int", "positions the cache has seen"), "stored_tokens": ("int", "positions whose keys it still holds (fewer once a sliding window drops old keys)"), "bytes": ("int", "sum of nbytes of every cached key and value tensor"),
+       "bytes_per_token": ("int", "bytes / stored_tokens"), "context_window": ("int", "the model's maximum positions"),
        "context_used": ("float?", "seq_len / context_window"), "dtype": ("str?", "cache tensor dtype"),
        "layers": ("list", "per layer {shape: [batch, kv_heads, seq, head_dim], bytes}")}
-_LENS = ("list", "per read layer {layer, ids[5], probs[5]}: the residual after that layer through the final norm and LM head, at the last position")
+_LENS = ("list", "per read layer {layer, ids[5], probs[5], texts[5]}: the residual after layer `layer` (0-based; hidden_norms row layer + 1) through the final norm and LM head, at the last position")
 _LOGITS = {"top": ("list", "[{id, text, logit, prob}] sorted by raw logit, highest first (prob: softmax of raw logits)"),
            "vocab_size": ("int", "size of the distribution")}
 
@@ -27,7 +27,8 @@ SCHEMA: dict[str, dict] = {
         "model": ("object", "the model description: spec, name, family, layers, query_heads, kv_heads, head_dim, hidden_size, vocab_size, context_window, parameters, dtype, device, tied_lm_head, position_scheme, sliding_window, chat_template_source, attn_implementation"),
         "params": ("object", "the validated sampling parameters"),
         "prompt_kind": ("str", "messages | text | input_ids"),
-        "capture": ("object", "what is captured: lens_layers, attention_mode, budget"),
+        "capture": ("object", "what is captured: lens_layers (read by default), keep_budget_bytes"),
+        "eos": ("list", "[{id, text}] tokens that end the reply"),
     },
     "prefill": {
         "type": ("str", "\"prefill\""), "schema_version": ("int", ""),
@@ -40,12 +41,13 @@ SCHEMA: dict[str, dict] = {
                        "scale": ("float", "multiplier applied to rows before layer 0 (Gemma: sqrt(hidden))")},
         "positions": {"scheme": ("str", "learned | rotary"),
                       "learned": ("packed?", "(tokens, dims) slice of the learned position vectors (learned only)"),
-                      "rotary": ("object?", "{theta, head_dim, freq_index[], angles: packed (tokens, len(freq_index)) radians} (rotary only)")},
+                      "rotary": ("object?", "{theta, head_dim, freq_index[], inv_freq[] (radians per position of each sent pair), angles: packed (tokens, len(freq_index)) radians} (rotary only)")},
         "mask": {"kind": ("str", "causal"), "size": ("int", "prompt tokens"),
-                 "sliding_window": ("int?", "keys further back than this are masked too")},
+                 "sliding_window": ("int?", "query i sees key j only when 0 <= i - j < sliding_window")},
         "attention": {"mode": ("str", "full | summary"), "layers": ("int", ""), "heads": ("int", ""),
                       "full": ("packed?", "(layers, heads, tokens, tokens) weights (mode full)"),
                       "blocks": ("packed?", "(layers, heads, B, B) block-averaged weights (mode summary)"),
+                      "block_edges": ("list?", "B + 1 token indices: block b covers tokens [edges[b], edges[b+1]) (mode summary)"),
                       "last_row": ("packed", "(layers, tokens) the last position's weights averaged over heads"),
                       "top_keys": ("list", "[layer][head][k] strongest keys of the last position"),
                       "top_weights": ("list", "[layer][head][k] their weights")},
@@ -91,6 +93,12 @@ SCHEMA: dict[str, dict] = {
         "step": ("int?", "0 = prefill"), "layer": ("int?", ""), "head": ("int?", ""), "position": ("int?", ""),
         "data": ("packed", "the full matrix or vector"),
         "lens": ("list?", "for what=lens: every layer"),
+    },
+    "check": {
+        "type": ("str", "\"check\""), "schema_version": ("int", ""),
+        "name": ("str", "causal_mask | weights_unchanged | embedding_rows_unchanged"),
+        "passed": ("bool", "whether the claim held on this run"),
+        "data": ("object", "what was measured (per check: see the article's \"What did not happen\")"),
     },
     "retemper": {
         "type": ("str", "\"retemper\""), "schema_version": ("int", ""), "step": ("int", ""),

@@ -179,7 +179,9 @@ def run_stages(input_ids: torch.LongTensor, logits: torch.Tensor, params: Sampli
     for name, processor in build_stages(params, prompt_length):
         if processor is not None:
             scores = processor(ids, scores)
-        records.append(stage_record(name, processor is not None, scores))
+            records.append(stage_record(name, True, scores))
+        else:  # unchanged scores: same survivors and top as the stage before
+            records.append({**records[-1], "name": name, "applied": False} if records else stage_record(name, False, scores))
     return scores, records
 
 
@@ -187,19 +189,21 @@ def sample_token(input_ids: torch.LongTensor, logits: torch.Tensor, params: Samp
                  prompt_length: int, step: int, top_n: int = STAGE_TOP_N) -> SampleResult:
     """Run the stages, softmax, and either take the argmax (temperature 0) or roll the dice."""
     scores, records = run_stages(input_ids, logits, params, prompt_length)
-    probs = torch.softmax(scores[0].double(), dim=-1)  # (vocab,)
-    order = torch.argsort(probs, descending=True, stable=True)  # (vocab,)
+    probs = torch.softmax(scores[0], dim=-1)  # (vocab,)
     if params.greedy:
         token, draw = int(scores[0].argmax()), None
+        top_probs, top_ids = probs.topk(min(top_n, probs.shape[-1]))
     else:
-        cumulative = torch.cumsum(probs[order], dim=0)  # (vocab,)
+        survivors = torch.isfinite(scores[0]).nonzero()[:, 0]  # only these can be drawn
+        sorted_probs, order = probs[survivors].sort(descending=True, stable=True)
+        order = survivors[order]
+        cumulative = torch.cumsum(sorted_probs.double(), dim=0) / sorted_probs.double().sum()  # (survivors,)
         u = dice_roll(params.seed, step)
         rank = min(int(torch.searchsorted(cumulative, torch.tensor(u, dtype=torch.float64), right=True)), len(order) - 1)
-        while probs[order[rank]] == 0 and rank > 0:  # float rounding past the last survivor
-            rank -= 1
         token = int(order[rank])
         before = float(cumulative[rank - 1]) if rank else 0.0
         draw = {"u": round(u, 6), "rank": rank, "cumulative_before": round(before, 6),
                 "cumulative_after": round(float(cumulative[rank]), 6)}
-    top = [(int(i), round(float(probs[i]), 6)) for i in order[:top_n]]
+        top_probs, top_ids = sorted_probs[:top_n], order[:top_n]
+    top = [(i, round(p, 6)) for i, p in zip(top_ids.tolist(), top_probs.tolist())]
     return SampleResult(token, float(probs[token]), records, top, draw)

@@ -6,7 +6,7 @@ import time
 import torch
 
 from .adapters import rope_theta
-from .capture import block_average, head_top_keys, logit_lens
+from .capture import block_average, block_edges, head_top_keys, logit_lens
 from .packing import packed, rounded
 from .payload import SCHEMA_VERSION
 
@@ -23,21 +23,20 @@ def piece(tokenizer, token_id: int) -> str:
 
 
 def token_info(session, token_id: int) -> dict:
-    return {"id": token_id, "text": piece(session.tokenizer, token_id),
-            "special": token_id in set(session.tokenizer.all_special_ids)}
+    return {"id": token_id, "text": piece(session.tokenizer, token_id), "special": token_id in session.special_ids}
 
 
 def logits_view(session, logits: torch.Tensor) -> dict:
-    probs = torch.softmax(logits.double(), dim=-1)
     values, ids = logits.topk(LOGITS_TOP)
+    probs = torch.exp(values - torch.logsumexp(logits, dim=-1))  # softmax of the raw logits, top entries only
     return {"vocab_size": logits.shape[-1], "top": [
-        {"id": int(i), "text": piece(session.tokenizer, int(i)), "logit": round(float(v), 4), "prob": round(float(probs[i]), 6)}
-        for v, i in zip(values, ids)]}
+        {"id": i, "text": piece(session.tokenizer, i), "logit": round(v, 4), "prob": round(p, 6)}
+        for v, i, p in zip(values.tolist(), ids.tolist(), probs.tolist())]}
 
 
-def lens_view(session, hidden_last: torch.Tensor) -> list[dict]:
+def lens_view(session, hidden_last: torch.Tensor, final_logits: torch.Tensor | None = None) -> list[dict]:
     """hidden_last: (layers + 1, hidden); the lens reads layer outputs (rows 1..layers)."""
-    rows = logit_lens(session.model, session.adapter, hidden_last[1:], session.lens_layers)
+    rows = logit_lens(session.model, session.adapter, hidden_last[1:], session.lens_layers, final_logits)
     for row in rows:
         row["texts"] = [piece(session.tokenizer, i) for i in row["ids"]]
     return rows
@@ -53,18 +52,27 @@ def positions_view(session, count: int) -> dict:
         n = angles.shape[1]
         index = sorted(set(torch.linspace(0, n - 1, min(ROTARY_FREQS, n)).round().long().tolist()))
         rotary = {"theta": rope_theta(model.config), "head_dim": session.description.head_dim,
-                  "freq_index": index, "angles": packed(angles[:, index])}
+                  "freq_index": index, "inv_freq": [round(float(angles[1, i]) if count > 1 else 0.0, 8) for i in index],
+                  "angles": packed(angles[:, index])}
     return {"scheme": adapter.position_scheme, "learned": packed(learned[:, :EMBED_DIMS]) if learned is not None else None,
             "rotary": rotary}
 
 
+def session_view(session) -> dict:
+    return {"type": "session", "schema_version": SCHEMA_VERSION, "model": session.description.to_dict(),
+            "params": session.params.to_dict(), "prompt_kind": session.prompt.kind,
+            "capture": {"lens_layers": session.lens_layers, "keep_budget_bytes": session.kept.budget},
+            "eos": [{"id": i, "text": piece(session.tokenizer, i)} for i in sorted(session.eos_ids)]}
+
+
 def prefill_view(session, forward: dict) -> dict:
     prompt, tokenizer = session.prompt, session.tokenizer
-    attn, hidden = forward["attn"], forward["hidden"]  # (layers, heads, P, P), (layers + 1, P, hidden)
+    attentions, hidden = forward["attentions"], forward["hidden"]  # layers x (heads, P, P), (layers + 1, P, hidden)
     rows = session.adapter.embed(session.model, torch.tensor([prompt.ids], device=session.model.device))[0]  # (P, hidden)
-    layers, heads, p, _ = attn.shape
+    layers, (heads, p, _) = len(attentions), attentions[0].shape
     full = layers * heads * p * p <= FULL_PREFILL_ATTENTION
-    keys, weights = head_top_keys(attn[:, :, -1])
+    last_row = forward["last_attn"]  # (layers, heads, P)
+    keys, weights = head_top_keys(last_row)
     table = session.adapter.token_embeddings(session.model).weight
     return {
         "type": "prefill", "schema_version": SCHEMA_VERSION,
@@ -77,11 +85,12 @@ def prefill_view(session, forward: dict) -> dict:
         "positions": positions_view(session, p),
         "mask": {"kind": "causal", "size": p, "sliding_window": session.description.sliding_window},
         "attention": {"mode": "full" if full else "summary", "layers": layers, "heads": heads,
-                      "full": packed(attn) if full else None,
-                      "blocks": None if full else packed(block_average(attn, SUMMARY_BLOCKS)),
-                      "last_row": packed(attn[:, :, -1].float().mean(dim=1)), "top_keys": keys, "top_weights": weights},
+                      "full": packed(torch.stack(attentions)) if full else None,
+                      "blocks": None if full else packed(torch.stack([block_average(a, SUMMARY_BLOCKS) for a in attentions])),
+                      "block_edges": None if full else block_edges(p, SUMMARY_BLOCKS),
+                      "last_row": packed(last_row.float().mean(dim=1)), "top_keys": keys, "top_weights": weights},
         "hidden_norms": packed(hidden.float().norm(dim=-1)),
-        "lens": lens_view(session, hidden[:, -1]),
+        "lens": lens_view(session, hidden[:, -1], forward["logits"]),
         "logits": logits_view(session, forward["logits"]),
         "kv": session.kv(),
         "timing": {"forward_ms": round(forward["forward_ms"], 3), "capture_ms": 0.0, "tokenize_ms": 0.0},
@@ -106,7 +115,7 @@ def step_view(session, pending: dict, result, delta: str, forced: bool) -> dict:
                       "heads": packed(attn) if layers * heads * keys_count <= FULL_STEP_ATTENTION else None,
                       "top_keys": keys, "top_weights": weights},
         "hidden_norms": rounded(pending["hidden"].float().norm(dim=-1)),
-        "lens": lens_view(session, pending["hidden"]),
+        "lens": lens_view(session, pending["hidden"], pending["logits"]),
         "logits": logits_view(session, pending["logits"]),
         "stages": result.stages,
         "probs": [{"id": i, "text": piece(session.tokenizer, i), "prob": p} for i, p in result.probs_top],

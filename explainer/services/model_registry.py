@@ -3,10 +3,12 @@ import threading
 
 from django.conf import settings
 
+from inference.checks import weights_checksum
 from inference.loading import LoadedModel, ModelNotAvailable, load_model
 
 _lock = threading.Lock()
 _loaded: LoadedModel | None = None
+_checksum: dict | None = None
 
 
 def get_model() -> LoadedModel:
@@ -16,8 +18,25 @@ def get_model() -> LoadedModel:
         with _lock:
             # Re-check under the lock: concurrent first requests must not load the weights twice.
             if _loaded is None:
-                _loaded = load_model(settings.EXPLAINER_MODEL, device=settings.EXPLAINER_DEVICE)
+                loaded = load_model(settings.EXPLAINER_MODEL, device=settings.EXPLAINER_DEVICE)
+                _set_checksum(weights_checksum(loaded.model))
+                _loaded = loaded
     return _loaded
+
+
+def _set_checksum(value: dict) -> None:
+    global _checksum
+    _checksum = value
+
+
+def initial_checksum() -> dict:
+    """The weights' fingerprint taken when they were loaded (the 'no training happened' check)."""
+    get_model()
+    return _checksum
+
+
+def is_loaded() -> bool:
+    return _loaded is not None
 
 
 def model_status() -> dict:

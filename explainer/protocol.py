@@ -1,0 +1,89 @@
+"""Validation of client frames (docs/protocol.md): each bad frame becomes a named error, nothing raises."""
+from __future__ import annotations
+
+import json
+import math
+
+CLIENT_TYPES = ("start", "pause", "resume", "step", "stop", "fork", "detail", "retemper")
+DETAIL_WHATS = ("attention", "hidden", "embedding", "lens")
+
+
+class ProtocolError(ValueError):
+    """A client frame the server refuses; becomes {type: "error", code, message, field}."""
+
+    def __init__(self, code: str, message: str, field: str | None = None):
+        super().__init__(message)
+        self.code, self.message, self.field = code, message, field
+
+    def as_message(self) -> dict:
+        return {"type": "error", "code": self.code, "message": self.message, "field": self.field}
+
+
+def parse_frame(text: str | None, binary: bytes | None, max_bytes: int) -> dict:
+    """Decode one WebSocket frame into a client message with a known type."""
+    if binary is not None:
+        raise ProtocolError("binary_frame", "send JSON text frames, not binary")
+    if text is None or len(text.encode("utf-8", "surrogatepass")) > max_bytes:
+        raise ProtocolError("frame_too_large", f"frames are limited to {max_bytes} bytes")
+    try:
+        message = json.loads(text, parse_constant=_reject_constant)
+    except (ValueError, RecursionError) as exc:
+        raise ProtocolError("bad_json", f"not valid JSON: {exc}"[:200]) from None
+    if not isinstance(message, dict):
+        raise ProtocolError("bad_json", "a frame must be a JSON object with a type")
+    kind = message.get("type")
+    if not isinstance(kind, str):
+        raise ProtocolError("missing_field", "every frame needs a string type", "type")
+    if kind not in CLIENT_TYPES:
+        raise ProtocolError("unknown_type", f"unknown type {kind[:40]!r}; one of {', '.join(CLIENT_TYPES)}", "type")
+    return message
+
+
+def _reject_constant(name: str):
+    raise ValueError(f"{name} is not allowed")
+
+
+def integer(message: dict, name: str, low: int, high: int | None = None, required: bool = True) -> int | None:
+    value = message.get(name)
+    if value is None:
+        if required:
+            raise ProtocolError("missing_field", f"{name} is required", name)
+        return None
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ProtocolError("wrong_type", f"{name} must be an integer", name)
+    if value < low or (high is not None and value > high):
+        allowed = f"[{low}, {high}]" if high is not None else f">= {low}"
+        raise ProtocolError("out_of_range", f"{name} must be in {allowed}, got {value}", name)
+    return value
+
+
+def number(message: dict, name: str) -> float | None:
+    value = message.get(name)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise ProtocolError("wrong_type", f"{name} must be a finite number", name)
+    return value
+
+
+def choice(message: dict, name: str, options: tuple[str, ...]) -> str:
+    value = message.get(name)
+    if value is None:
+        raise ProtocolError("missing_field", f"{name} is required", name)
+    if value not in options:
+        raise ProtocolError("invalid_value", f"{name} must be one of {', '.join(options)}", name)
+    return value
+
+
+def prompt_fields(message: dict) -> dict:
+    """messages or text (exactly one), and params as an object."""
+    has_messages, has_text = "messages" in message, "text" in message
+    if has_messages == has_text:
+        raise ProtocolError("missing_field", "start needs exactly one of messages or text", "messages")
+    params = message.get("params", {})
+    if not isinstance(params, dict):
+        raise ProtocolError("wrong_type", "params must be an object", "params")
+    paused = message.get("paused", False)
+    if not isinstance(paused, bool):
+        raise ProtocolError("wrong_type", "paused must be true or false", "paused")
+    return {"messages": message.get("messages"), "text": message.get("text"), "params": params, "paused": paused}

@@ -1,0 +1,204 @@
+"""One visitor's run: validates and starts it, steps it off the event loop, honours pause/stop/fork."""
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from django.conf import settings
+
+from explainer.protocol import DETAIL_WHATS, ProtocolError, choice, integer, number, prompt_fields
+from explainer.services import checks, model_registry
+from explainer.services.capacity import generating
+from explainer.services.executors import run_on
+from inference.engine import ContextWindowError, GenerationSession, SessionError
+from inference.kept import NotKept
+from inference.loading import ModelNotAvailable
+from inference.ondemand import DetailError, detail, retemper
+from inference.prompting import PromptError, build_prompt
+from inference.sampling import ParamError, SamplingParams
+from inference.views import done_view, session_view
+
+log = logging.getLogger(__name__)
+ENGINE_ERRORS = (ParamError, PromptError, DetailError, SessionError, NotKept)
+
+
+def as_error(exc: Exception) -> dict:
+    """Engine exceptions carry a code and a field; everything else is a model error."""
+    if isinstance(exc, NotKept):
+        return {"type": "error", "code": "not_kept", "message": str(exc), "field": "step"}
+    if isinstance(exc, ProtocolError):
+        return exc.as_message()
+    if isinstance(exc, ENGINE_ERRORS):
+        return {"type": "error", "code": getattr(exc, "code", "invalid_value"), "message": str(exc),
+                "field": getattr(exc, "field", None)}
+    return {"type": "error", "code": "model_error", "message": f"the model failed: {exc.__class__.__name__}", "field": None}
+
+
+class VisitorRun:
+    """The state of one socket: at most one generation session, its stepping task and its controls."""
+
+    def __init__(self, send):
+        self.send = send  # async callable taking one message dict
+        self.session: GenerationSession | None = None
+        self.task: asyncio.Task | None = None
+        self.running = asyncio.Event()  # set = keep stepping, clear = paused
+        self.holds_slot = False
+        self.device = "cpu"
+
+    async def start(self, message: dict) -> None:
+        fields = prompt_fields(message)
+        await self.end()
+        if not generating.try_acquire():
+            await self.send({"type": "busy", "reason": f"{generating.limit} visitors are generating already",
+                             "retry_after_s": 5})
+            return
+        self.holds_slot = True
+        try:
+            await self._open(fields)
+        except Exception as exc:  # a refused prompt or a model failure ends this run only
+            await self._release()
+            raise exc if isinstance(exc, ProtocolError) else _wrapped(exc)
+
+    async def _open(self, fields: dict) -> None:
+        if not model_registry.is_loaded():
+            await self.send({"type": "status", "state": "loading", "message": "Loading the model…"})
+        try:
+            loaded = await run_on("loader", model_registry.get_model)
+        except ModelNotAvailable as exc:
+            raise ProtocolError("model_error", str(exc)) from None
+        self.device = loaded.description.device
+        params = SamplingParams.from_dict(fields["params"], max_new_tokens_cap=settings.EXPLAINER_MAX_NEW_TOKENS)
+        prompt = await run_on(self.device, lambda: build_prompt(loaded.tokenizer, messages=fields["messages"], text=fields["text"]))
+        if len(prompt.ids) > settings.EXPLAINER_MAX_PROMPT_TOKENS:
+            raise ProtocolError("out_of_range", f"the prompt has {len(prompt.ids)} tokens; the limit is "
+                                f"{settings.EXPLAINER_MAX_PROMPT_TOKENS}", "messages")
+        self.session = GenerationSession(loaded, prompt, params)
+        await self.send(session_view(self.session))
+        await self.send(await run_on(self.device, self.session.prefill))
+        await self.send(await run_on(self.device, checks.causal_mask, self.session))
+        self.rows_before = await run_on(self.device, checks.embedding_rows, self.session)
+        self.running.clear() if fields["paused"] else self.running.set()
+        await self.send({"type": "status", "state": "paused" if fields["paused"] else "running", "message": ""})
+        self.task = asyncio.create_task(self._step_loop())
+
+    async def _step_loop(self) -> None:
+        """Step while running; between steps honour pause and stop. Ends with `done` and the checks."""
+        try:
+            while not self.session.finished:
+                await self.running.wait()
+                if self.session.finished:
+                    break
+                await self.send(await run_on(self.device, self.session.step))
+            await self._finish()
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # e.g. out of memory: this visitor gets an error, the server goes on
+            log.exception("run failed")
+            await self.send(as_error(exc))
+            await self._release()
+
+    async def _finish(self) -> None:
+        await self.send(done_view(self.session))
+        weights_before = model_registry.initial_checksum()
+        for check in await run_on(self.device, checks.after_run, self.session, self.rows_before, weights_before):
+            await self.send(check)
+        await self.send({"type": "status", "state": "finished", "message": self.session.finished})
+        await self._release()
+
+    async def _release(self) -> None:
+        if self.holds_slot:
+            self.holds_slot = False
+            generating.release()
+
+    def _require_session(self) -> GenerationSession:
+        if self.session is None:
+            raise ProtocolError("no_run", "start a run first")
+        return self.session
+
+    async def pause(self, _message: dict) -> None:
+        self._require_session()
+        self.running.clear()
+        await self.send({"type": "status", "state": "paused", "message": ""})
+
+    async def resume(self, _message: dict) -> None:
+        self._require_session()
+        self.running.set()
+        await self.send({"type": "status", "state": "running", "message": ""})
+
+    async def step(self, _message: dict) -> None:
+        """One step while paused (a step while running is refused: it is already stepping)."""
+        session = self._require_session()
+        if self.running.is_set() and not session.finished:
+            raise ProtocolError("invalid_state", "the run is not paused; send pause first")
+        if session.finished:
+            raise ProtocolError("finished", f"the run has finished ({session.finished}); fork or start again")
+        payload = await run_on(self.device, session.step)
+        await self.send(payload)
+        if session.finished:
+            await self._wait_for_loop()
+
+    async def stop(self, _message: dict) -> None:
+        session = self._require_session()
+        if session.finished:
+            raise ProtocolError("finished", f"the run has finished ({session.finished})")
+        session.stop()
+        self.running.set()  # wake a paused loop so it reaches done
+        await self._wait_for_loop()
+
+    async def _wait_for_loop(self) -> None:
+        self.running.set()
+        if self.task:
+            await asyncio.shield(self.task)
+
+    async def fork(self, message: dict) -> None:
+        session = self._require_session()
+        step = integer(message, "step", 1, session.step_index)
+        token = integer(message, "token_id", 0, session.description.vocab_size - 1)
+        self.running.clear()  # a fork continues paused: the visitor resumes or steps
+        payload = await run_on(self.device, session.fork, step, token)
+        await self.send(payload)
+        if self.task is None or self.task.done():
+            if not self.holds_slot and not generating.try_acquire():
+                await self.send({"type": "busy", "reason": "no free generation slot to continue the fork", "retry_after_s": 5})
+                return
+            self.holds_slot = True
+            self.task = asyncio.create_task(self._step_loop())
+        await self.send({"type": "status", "state": "paused", "message": "forked: resume or step"})
+
+    async def detail(self, message: dict) -> None:
+        session = self._require_session()
+        what = choice(message, "what", DETAIL_WHATS)
+        args = {k: integer(message, k, 0, required=False) for k in ("step", "layer", "head", "position")}
+        await self.send(await run_on(self.device, lambda: detail(session, what, **args)))
+
+    async def retemper(self, message: dict) -> None:
+        session = self._require_session()
+        step = integer(message, "step", 1, session.step_index)
+        changes = {k: number(message, k) for k in ("temperature", "top_p", "min_p")}
+        changes["top_k"] = integer(message, "top_k", 0, required=False)
+        await self.send(await run_on(self.device, lambda: retemper(session, step, **changes)))
+
+    async def end(self) -> None:
+        """Cancel the stepping task and free the session's memory (on a new start or a disconnect)."""
+        if self.task and not self.task.done():
+            if self.session:
+                self.session.stop()
+            self.running.set()
+            self.task.cancel()
+            try:
+                await self.task
+            except (asyncio.CancelledError, Exception):
+                pass
+        if self.session is not None:
+            await run_on(self.device, self.session.close)
+            self.session = None
+        await self._release()
+
+
+def _wrapped(exc: Exception) -> Exception:
+    if isinstance(exc, ContextWindowError):
+        return ProtocolError("context_window", str(exc), "max_new_tokens")
+    if isinstance(exc, ENGINE_ERRORS):
+        return ProtocolError(getattr(exc, "code", "invalid_value"), str(exc), getattr(exc, "field", None))
+    log.exception("start failed")
+    return ProtocolError("model_error", f"the model failed: {exc.__class__.__name__}")

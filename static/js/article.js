@@ -1,0 +1,241 @@
+// Wires the article: prompt box, parameters, run buttons, status banner, streamed reply, and
+// hands one RunState (folded from every server message) to every diagram on the page.
+import { RunState } from "./run-state.js";
+import { SessionClient } from "./client.js";
+
+const ELEMENTS = [
+  "he-template", "he-tokens", "he-embeddings", "he-positions", "he-mask", "he-attention", "he-layers",
+  "he-logits", "he-stages", "he-filter", "he-dice", "he-sequence", "he-kv", "he-stream", "he-stop",
+  "he-context", "he-myths",
+];
+const ROLES = ["system", "user", "assistant"];
+const DEFAULT_MESSAGES = [{ role: "user", content: "The mole on my face may need a biopsy. Explain this simply." }];
+const INT_PARAMS = new Set(["top_k", "max_new_tokens", "seed"]);
+
+const $ = (sel) => document.querySelector(sel);
+const state = new RunState();
+const client = new SessionClient();
+let diagrams = [];
+let banner = null;        // {kind, text, until?} from the last message that deserves one
+let connection = { state: "closed", retryAt: null };
+
+function make(tag, attrs = {}, text) {
+  const node = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs)) {
+    if (k === "class") node.className = v; else node.setAttribute(k, v);
+  }
+  if (text != null) node.textContent = text;
+  return node;
+}
+
+// ---- diagrams -------------------------------------------------------------------------------
+
+function findDiagrams() {
+  diagrams = [...document.querySelectorAll("*")].filter((n) => n.localName.startsWith("he-"));
+}
+
+/** Give the state to every defined diagram (setting a property before the upgrade would shadow it). */
+function feedDiagrams(only) {
+  for (const node of diagrams) {
+    if (only && node.localName !== only) continue;
+    if (customElements.get(node.localName)) node.data = state;
+  }
+}
+
+function loadElements() {
+  for (const name of ELEMENTS) {
+    import(`./elements/${name}.js`)
+      .then(() => customElements.whenDefined(name))
+      .then(() => feedDiagrams(name))
+      .catch((err) => console.warn(`diagram ${name} did not load`, err));
+  }
+}
+
+// ---- prompt box -----------------------------------------------------------------------------
+
+function addMessage(role = "user", content = "") {
+  const list = $("#messages");
+  const n = list.children.length + 1;
+  const item = make("li", { class: "message" });
+  const select = make("select", { name: "role", "aria-label": `Role of message ${n}` });
+  for (const r of ROLES) select.append(make("option", { value: r }, r));
+  select.value = role;
+  const text = make("textarea", { name: "content", rows: "2", "aria-label": `Text of message ${n}` });
+  text.value = content;
+  const remove = make("button", { type: "button", class: "remove", title: "Remove this message" }, "Remove");
+  remove.addEventListener("click", () => { item.remove(); updateButtons(); });
+  item.append(select, text, remove);
+  list.append(item);
+  return item;
+}
+
+function readMessages() {
+  return [...document.querySelectorAll("#messages .message")].map((li) => ({
+    role: li.querySelector("select").value,
+    content: li.querySelector("textarea").value,
+  }));
+}
+
+function readParams() {
+  const params = {};
+  for (const input of document.querySelectorAll("#params input[name]")) {
+    if (input.type === "range") continue; // mirrored by its number box
+    const value = Number(input.value);
+    params[input.name] = INT_PARAMS.has(input.name) ? Math.trunc(value) : value;
+  }
+  return params;
+}
+
+function bindRanges() {
+  for (const range of document.querySelectorAll("#params input[type=range]")) {
+    const box = document.querySelector(`#params input[type=number][name="${range.dataset.for}"]`);
+    if (!box) continue;
+    range.addEventListener("input", () => { box.value = range.value; });
+    box.addEventListener("input", () => { range.value = box.value; });
+  }
+}
+
+// ---- run controls ---------------------------------------------------------------------------
+
+function runPhase() {
+  const s = state.status?.state;
+  if (s === "running" || s === "paused" || s === "loading") return s;
+  if (state.prefill && !state.done && s !== "finished") return "running";
+  return "idle";
+}
+
+function start(paused = false) {
+  banner = null;
+  const messages = readMessages();
+  if (!messages.length) { banner = { kind: "error", text: "Add at least one message first." }; renderChrome(); return; }
+  const msg = { type: "start", messages, params: readParams() };
+  if (paused) msg.paused = true;
+  client.send(msg);
+  renderChrome();
+}
+
+function bindButtons() {
+  // #btn-play is the form's submit button: clicks and Enter in a field both arrive as "submit".
+  $("#btn-pause").addEventListener("click", () => client.send({ type: "pause" }));
+  $("#btn-resume").addEventListener("click", () => client.send({ type: "resume" }));
+  $("#btn-stop").addEventListener("click", () => client.send({ type: "stop" }));
+  $("#btn-step").addEventListener("click", () => {
+    if (runPhase() === "paused") client.send({ type: "step" });
+    else start(true); // from idle: start paused on the prefill, then step by step
+  });
+  $("#add-message").addEventListener("click", () => addMessage("user", "").querySelector("textarea").focus());
+  $("#run-form").addEventListener("submit", (e) => { e.preventDefault(); start(false); });
+}
+
+function updateButtons() {
+  const phase = runPhase();
+  const online = connection.state === "open";
+  $("#btn-play").disabled = !online || !document.querySelector("#messages .message");
+  $("#btn-play").textContent = phase === "running" || phase === "paused" ? "Restart" : "Play";
+  $("#btn-pause").disabled = !online || phase !== "running";
+  $("#btn-resume").disabled = !online || phase !== "paused";
+  $("#btn-step").disabled = !online || phase === "running" || phase === "loading";
+  $("#btn-stop").disabled = !online || (phase !== "running" && phase !== "paused");
+}
+
+// ---- banner and reply -----------------------------------------------------------------------
+
+function bannerText() {
+  if (banner?.kind === "busy") {
+    const left = Math.max(0, Math.ceil((banner.until - Date.now()) / 1000));
+    return { kind: "busy", text: left > 0 ? `Server busy: ${banner.reason}, retry in ${left} s` : `Server busy: ${banner.reason}. Press play to retry.` };
+  }
+  if (banner) return banner;
+  if (connection.state === "connecting") return { kind: "info", text: "Connecting to the server…" };
+  if (connection.state === "closed") {
+    const left = connection.retryAt != null ? Math.max(0, Math.ceil((connection.retryAt - Date.now()) / 1000)) : null;
+    const s = left != null ? `; reconnecting in ${left} s` : "";
+    return { kind: "error", text: `Not connected to the server${s}.` };
+  }
+  const st = state.status?.state;
+  const n = state.steps.length;
+  if (st === "loading") return { kind: "info", text: "Loading the model…" };
+  if (st === "running") return { kind: "info", text: n && state.prefill ? `Generating… step ${n}` : "Reading the prompt…" };
+  if (st === "paused") return { kind: "info", text: n ? `Paused after step ${n}.` : "Paused after the prefill. Press step." };
+  if (state.done) {
+    const t = state.done.timing || {};
+    const rate = t.tokens_per_s != null ? `, ${t.tokens_per_s.toFixed(1)} tokens/s` : "";
+    return { kind: "ok", text: `Finished (${state.done.stop_reason}) after ${state.done.steps} steps${rate}.` };
+  }
+  if (st === "finished" && state.prefill) return { kind: "ok", text: `Finished after ${n} steps.` };
+  if (state.prefill) return { kind: "info", text: n ? `Generating… step ${n}` : "Reading the prompt…" };
+  if (state.status?.message) return { kind: "info", text: state.status.message };
+  return { kind: "info", text: "Ready. Press play to run the model on your prompt." };
+}
+
+function renderChrome() {
+  const b = bannerText();
+  const node = $("#status-banner");
+  node.textContent = b.text;
+  node.dataset.kind = b.kind;
+  const reply = $("#reply");
+  reply.textContent = state.done ? state.done.text : state.text;
+  reply.classList.toggle("streaming", runPhase() === "running" && !state.done);
+  reply.classList.toggle("empty", !reply.textContent);
+  updateButtons();
+}
+
+// ---- server messages ------------------------------------------------------------------------
+
+function onMessage(msg) {
+  if (msg.type === "error") {
+    banner = { kind: "error", at: Date.now(), text: `Error ${msg.code}: ${msg.message}${msg.field ? ` (${msg.field})` : ""}` };
+  } else if (msg.type === "busy") {
+    banner = { kind: "busy", reason: msg.reason, until: Date.now() + 1000 * (msg.retry_after_s || 0) };
+  } else if (msg.type === "session" || msg.type === "prefill") {
+    banner = null;
+  } else if (banner?.kind === "error" && Date.now() - banner.at > 6000) {
+    banner = null; // an old refusal should not hide a run that carries on
+  }
+  state.apply(msg);
+  feedDiagrams();
+  renderChrome();
+}
+
+// ---- hover readout: the title of whatever is hovered or tapped inside a diagram -----------------
+
+function bindReadout() {
+  const show = (event) => {
+    const target = event.target instanceof Element ? event.target.closest("[title]") : null;
+    const diagram = target?.closest("[data-rendered]");
+    if (!target || !diagram || !diagram.localName.startsWith("he-")) return;
+    if (diagram.querySelector("[class*=readout]")) return; // the diagram has its own readout
+    // The readout sits right after the diagram, so it survives the diagram's redraws.
+    let out = diagram.nextElementSibling;
+    if (!out?.classList.contains("he-readout")) {
+      out = make("p", { class: "he-readout" });
+      diagram.after(out);
+    }
+    out.textContent = target.getAttribute("title");
+  };
+  document.addEventListener("pointerover", show);
+  document.addEventListener("click", show);
+}
+
+function init() {
+  findDiagrams();
+  loadElements();
+  bindReadout();
+  if (!$("#run-form")) return; // the model did not load: the page explains why, nothing to run
+  for (const m of DEFAULT_MESSAGES) addMessage(m.role, m.content);
+  bindRanges();
+  bindButtons();
+  document.addEventListener("he-request", (e) => { if (e.detail) client.send(e.detail); });
+  client.addEventListener("message", (e) => onMessage(e.detail));
+  client.addEventListener("state", (e) => {
+    connection = { ...e.detail, retryAt: e.detail.retryInMs != null ? Date.now() + e.detail.retryInMs : null };
+    renderChrome();
+  });
+  // Countdowns (busy, reconnect) tick once a second.
+  setInterval(() => { if (banner?.kind === "busy" || connection.state === "closed") renderChrome(); }, 1000);
+  client.connect();
+  renderChrome();
+}
+
+if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", init);
+else init();

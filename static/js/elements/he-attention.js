@@ -1,0 +1,183 @@
+// <he-attention>: attention weights. Part 1: the prompt's (prefill) matrix for a chosen layer and head,
+// from prefill.attention.full, or .blocks with a "full matrix" request (detail what=attention step=0).
+// Part 2: each generated token's row over the cache, from step.attention (heads | mean, top_keys/top_weights).
+import { HeElement, el, caption, showPiece, heat, fmt } from "../lib/base-element.js";
+import { unpack, at } from "../lib/packed.js";
+import { detailKey, requestFromServer } from "../run-state.js";
+import { matrix, scroller, positionTexts } from "../lib/grid.js";
+
+const cache = new WeakMap();
+const decode = (p) => { if (!p) return null; if (!cache.has(p)) cache.set(p, unpack(p)); return cache.get(p); };
+const q = (t) => JSON.stringify(t?.text ?? "");
+
+function select(label, onChange) {
+  const s = el("select", { "aria-label": label });
+  s.addEventListener("change", onChange);
+  return s;
+}
+function setOptions(sel, n, name, value) {
+  if (sel.options.length !== n) sel.replaceChildren(...Array.from({ length: n }, (_, i) => el("option", { value: i }, `${name} ${i}`)));
+  sel.value = String(Math.min(value, n - 1));
+}
+
+class HeAttention extends HeElement {
+  #layer = 0;
+  #head = 0;
+  #step = null; // null: follow the latest step
+  #ui = null;
+
+  #skeleton() {
+    if (this.#ui) return this.#ui;
+    const redraw = () => this.data && this.render(this.data);
+    const ui = {};
+    ui.layer = select("Layer", () => { this.#layer = Number(ui.layer.value); redraw(); });
+    ui.head = select("Head", () => { this.#head = Number(ui.head.value); redraw(); });
+    ui.full = el("button", { type: "button", class: "secondary" }, "Full matrix");
+    ui.full.addEventListener("click", () => {
+      requestFromServer(this, { type: "detail", what: "attention", step: 0, layer: this.#layer, head: this.#head });
+      ui.full.disabled = true;
+      ui.full.textContent = "Requested…";
+    });
+    ui.stepRange = el("input", { type: "range", min: 1, max: 1, value: 1, "aria-label": "Step" });
+    ui.stepRange.addEventListener("input", () => {
+      const v = Number(ui.stepRange.value);
+      this.#step = v >= Number(ui.stepRange.max) ? null : v;
+      redraw();
+    });
+    ui.stepLabel = el("output", { class: "he-step-label" });
+    ui.prefill = el("div", { class: "he-part" });
+    ui.steps = el("div", { class: "he-part" });
+    const controls = el("div", { class: "he-controls" });
+    const wrap = (text, ctl) => { const l = el("label", {}, text); l.append(ctl); return l; };
+    controls.append(wrap("Layer ", ui.layer), wrap("Head ", ui.head), ui.full);
+    const stepControls = el("div", { class: "he-controls" });
+    stepControls.append(wrap("Step ", ui.stepRange), ui.stepLabel);
+    ui.root = [el("h3", { class: "he-subhead" }, "The prompt, read all at once"), controls, ui.prefill,
+      el("h3", { class: "he-subhead" }, "Each new token looks back over the cache"), stepControls, ui.steps];
+    this.#ui = ui;
+    return ui;
+  }
+
+  render(state) {
+    const pre = state.prefill;
+    if (!pre?.attention) { this.#ui = null; this.replaceChildren(el("p", { class: "he-empty" }, "Press play: attention weights appear here.")); return; }
+    const ui = this.#skeleton();
+    if (!ui.root[0].isConnected) this.replaceChildren(...ui.root);
+    const A = pre.attention;
+    setOptions(ui.layer, A.layers, "layer", this.#layer);
+    setOptions(ui.head, A.heads, "head", this.#head);
+    this.#layer = Number(ui.layer.value);
+    this.#head = Number(ui.head.value);
+    this.#drawPrefill(state, ui);
+    this.#drawStep(state, ui);
+    const last = state.steps[state.steps.length - 1];
+    this.dataset.layers = String(A.layers);
+    this.dataset.heads = String(A.heads);
+    this.dataset.keys = String(last ? last.attention.keys : pre.tokens.length);  // keys the newest query saw
+  }
+
+  #drawPrefill(state, ui) {
+    const pre = state.prefill, A = pre.attention, L = this.#layer, H = this.#head;
+    const tokens = pre.tokens || [];
+    const P = tokens.length;
+    const detail = state.details?.[detailKey({ what: "attention", step: 0, layer: L, head: H })];
+    let weight, rows, cols, note, rowTok, colTok;
+    if (A.mode === "full" || detail) {
+      const full = A.mode === "full" ? decode(A.full) : decode(detail.data);
+      weight = A.mode === "full" ? (r, c) => at(full, L, H, r, c) : (r, c) => at(full, r, c);
+      rows = cols = tokens.map((t) => showPiece(t.text));
+      rowTok = colTok = (i) => `position ${i} ${q(tokens[i])}`;
+      note = A.mode === "full" ? "every weight, as sent with the prefill" : "the full matrix, fetched on request";
+    } else {
+      const blocks = decode(A.blocks);
+      const B = blocks.shape[2];
+      const span = (i) => [Math.floor((i * P) / B), Math.ceil(((i + 1) * P) / B) - 1];
+      weight = (r, c) => at(blocks, L, H, r, c);
+      rows = cols = Array.from({ length: B }, (_, i) => `${span(i)[0]}–${span(i)[1]}`);
+      rowTok = colTok = (i) => `block ${i} ≈ positions ${span(i)[0]}–${span(i)[1]} (${q(tokens[span(i)[0]])}…)`;
+      note = `${B} × ${B} block averages (the prompt is long); press "Full matrix" for every weight`;
+    }
+    ui.full.hidden = A.mode === "full" || !!detail;
+    if (!ui.full.hidden && ui.full.dataset.key !== `${L}:${H}`) { ui.full.dataset.key = `${L}:${H}`; ui.full.disabled = false; ui.full.textContent = "Full matrix"; }
+    const blockMode = A.mode !== "full" && !detail;
+    let max = 0;
+    for (let r = 0; r < rows.length; r++) for (let c = 0; c <= (blockMode ? rows.length - 1 : r); c++) max = Math.max(max, weight(r, c) || 0);
+    const grid = matrix({
+      label: `Attention weights, layer ${L} head ${H}`, corner: "query ↓ key →", rows, cols,
+      rowTitle: (r) => `query ${rowTok(r)}`, colTitle: (c) => `key ${colTok(c)}`,
+      cell: (r, c) => {
+        if (!blockMode && c > r) return { cls: "masked", title: `query ${rowTok(r)} → key ${colTok(c)}: masked (later position)` };
+        const w = weight(r, c);
+        return { background: heat(max ? w / max : 0), title: `layer ${L} head ${H}: query ${rowTok(r)} → key ${colTok(c)}: weight ${fmt(w, 4)}` };
+      },
+    });
+    const last = Array.from({ length: cols.length }, (_, c) => weight(rows.length - 1, c));
+    const best = last.indexOf(Math.max(...last));
+    ui.prefill.replaceChildren(scroller(grid), caption(
+      `Measured on this run: layer ${L}, head ${H} over the ${P}-token prompt (${note}). ` +
+      `The last ${blockMode ? "block" : "position"} puts its largest weight, ${fmt(last[best], 3)}, on ${blockMode ? "block" : "key"} ${colTok(best)}. ` +
+      `Colour scaled to the largest weight here, ${fmt(max, 3)}; hover a cell for its weight.`,
+    ));
+  }
+
+  #drawStep(state, ui) {
+    const n = state.steps.length;
+    if (!n) { ui.stepRange.disabled = true; ui.stepLabel.value = "no steps yet"; ui.steps.replaceChildren(el("p", { class: "he-empty" }, "No token generated yet.")); return; }
+    ui.stepRange.disabled = false;
+    ui.stepRange.max = String(n);
+    const k = this.#step == null ? n : Math.min(this.#step, n);
+    ui.stepRange.value = String(k);
+    const step = state.steps[k - 1];
+    ui.stepLabel.value = `step ${k} of ${n}`;
+    const A = step.attention, K = A.keys;
+    const mean = decode(A.mean);
+    const L = Math.min(this.#layer, mean.shape[0] - 1);
+    const texts = positionTexts(state);
+    const key = (c) => `position ${c} ${q(texts[c])}${texts[c] && texts[c].source !== "prompt" ? ` (from ${texts[c].source})` : ""}`;
+    const query = `${q(step.input)} at position ${step.input.position}`;
+    const heads = A.mode === "heads" ? decode(A.heads) : null;
+    const H = heads ? heads.shape[1] : 0;
+    const rowNames = [...Array.from({ length: H }, (_, h) => `head ${h}`), "mean"];
+    const value = (r, c) => (r < H ? at(heads, L, r, c) : at(mean, L, c));
+    let max = 0;
+    for (let r = 0; r < rowNames.length; r++) for (let c = 0; c < K; c++) max = Math.max(max, value(r, c) || 0);
+    const grid = matrix({
+      label: `Step ${k} attention, layer ${L}`, corner: `layer ${L}`, rows: rowNames,
+      cols: Array.from({ length: K }, (_, c) => showPiece(texts[c]?.text ?? `#${c}`)),
+      colTitle: (c) => `key ${key(c)}`,
+      cell: (r, c) => ({
+        cls: r === H ? "mean-row" : "",
+        background: heat(max ? value(r, c) / max : 0),
+        title: `step ${k}, layer ${L}, ${rowNames[r]}: query ${query} → key ${key(c)}: weight ${fmt(value(r, c), 4)}`,
+      }),
+    });
+    const parts = [scroller(grid)];
+    if (!heads) parts.push(this.#topList(A, L, texts));
+    const meanRow = Array.from({ length: K }, (_, c) => at(mean, L, c));
+    const sum = meanRow.reduce((a, b) => a + b, 0);
+    const best = meanRow.indexOf(Math.max(...meanRow));
+    parts.push(caption(
+      `Measured on this run: at step ${k} the query for ${query} (a ${step.forward} pass) reads ${K} cached keys in layer ${L}` +
+      `${heads ? ` across ${H} heads` : " (mean over heads; per-head strongest keys listed)"}. ` +
+      `Averaged over heads its largest weight is ${fmt(meanRow[best], 3)} on ${key(best)}; the averaged row sums to ${fmt(sum, 3)}. Hover a cell for its weight.`,
+    ));
+    ui.steps.replaceChildren(...parts);
+  }
+
+  #topList(A, L, texts) {
+    const list = el("ol", { class: "he-toplist", start: 0, "aria-label": "Strongest keys per head" });
+    (A.top_keys?.[L] || []).forEach((keys, h) => {
+      const item = el("li", {});
+      item.append(el("span", { class: "head" }, `head ${h}: `));
+      keys.forEach((c, i) => {
+        const w = A.top_weights?.[L]?.[h]?.[i];
+        item.append(el("span", { class: "he-chip small", title: `head ${h} → position ${c} ${q(texts[c])}: weight ${fmt(w, 4)}` },
+          `${showPiece(texts[c]?.text ?? `#${c}`)} ${fmt(w, 2)}`));
+      });
+      list.append(item);
+    });
+    return list;
+  }
+}
+
+customElements.define("he-attention", HeAttention);

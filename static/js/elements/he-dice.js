@@ -1,0 +1,129 @@
+// <he-dice>: the dice roll of one step: the cumulative distribution (tokens sorted by probability)
+// and where u landed on it; greedy steps take the argmax without dice.
+import { HeElement, el, caption, showPiece } from "../lib/base-element.js";
+import { StepPicker, mount, readout, hover, chip, pct, int } from "./he-logits.js";
+
+class HeDice extends HeElement {
+  render(rs) {
+    this.picker ??= new StepPicker(() => this.render(this.data));
+    const body = mount(this, this.picker.node);
+    const n = this.picker.pick(rs.steps.length);
+    const step = n ? rs.steps[n - 1] : null;
+    if (!step) { delete this.dataset.u; body.replaceChildren(caption("Waiting for the run: the dice are rolled at every step.")); return; }
+    const draw = step.draw;
+    this.dataset.u = draw ? String(draw.u) : "greedy";
+    this.dataset.step = String(n);
+    const line = readout("Hover or tap a segment for its probability and cumulative range.");
+    const segs = segments(step);
+    const chosen = segs.find((s) => s.chosen);
+
+    const parts = [];
+    const head = el("p", { class: "heb-big" });
+    if (step.greedy || !draw) {
+      head.append("temperature 0: argmax, no dice → ", chip(step.token.text, step.token.id, "heb-chosen"));
+    } else {
+      head.append(`u = ${draw.u} → `, chip(step.token.text, step.token.id, "heb-chosen"));
+    }
+    parts.push(head);
+    parts.push(bar(segs, 0, 1, draw?.u, line, "0", "1"));
+    if (draw && chosen && chosen.b - chosen.a < 0.04) {
+      const w = Math.max(0.02, 3 * (chosen.b - chosen.a));
+      const lo = Math.max(0, chosen.a - w), hi = Math.min(1, chosen.b + w);
+      parts.push(el("p", { class: "heb-col-sub" }, `zoomed in on ${lo.toFixed(3)} … ${hi.toFixed(3)}:`));
+      parts.push(bar(segs, lo, hi, draw.u, line, lo.toFixed(3), hi.toFixed(3)));
+    }
+    parts.push(table(segs, line));
+    const sentence = el("p", { class: "heb-dice-says" });
+    if (draw) {
+      sentence.append(`u = ${draw.u} fell between ${draw.cumulative_before} and ${draw.cumulative_after}: `
+        + `the ${ordinal(draw.rank + 1)} most likely token, `, chip(step.token.text, step.token.id), ` (p = ${pct(step.token.prob)}).`);
+    } else {
+      sentence.append("Temperature 0: the highest logit wins outright, ", chip(step.token.text, step.token.id), ` (p = ${pct(step.token.prob)}); no dice were rolled.`);
+    }
+    if (step.forced) sentence.append(" This token was then replaced by a fork: it was forced, not sampled.");
+    parts.push(sentence, line);
+    parts.push(caption(draw
+      ? `Step ${n}: tokens sorted by their final probability are laid end to end from 0 to 1; the server rolled u = ${draw.u} `
+        + `(it depends only on the seed ${rs.session?.params?.seed ?? "?"} and the step number) and took the token whose slice contains u. `
+        + `The ${step.probs.length} most likely tokens are drawn; the grey rest holds the other ${int(step.logits.vocab_size - step.probs.length)}.`
+      : `Step ${n}: this run used temperature 0, so the token with the highest logit was taken without a dice roll.`));
+    body.replaceChildren(...parts);
+  }
+}
+
+/** Slices of [0, 1]: the listed tokens, the chosen one wherever it is, and the rest. */
+function segments(step) {
+  const draw = step.draw;
+  const out = [];
+  let c = 0;
+  step.probs.forEach((p, rank) => {
+    const chosen = draw ? rank === draw.rank : p.id === step.token.id;
+    out.push({ a: c, b: c + p.prob, id: p.id, text: p.text, prob: p.prob, rank, chosen });
+    c += p.prob;
+  });
+  if (draw && draw.rank >= step.probs.length) {
+    const before = Math.max(c, draw.cumulative_before);
+    if (before > c) out.push({ a: c, b: before, rest: `ranks ${step.probs.length + 1}–${draw.rank}` });
+    out.push({ a: before, b: draw.cumulative_after, id: step.token.id, text: step.token.text, prob: step.token.prob, rank: draw.rank, chosen: true });
+    c = draw.cumulative_after;
+  }
+  if (c < 1) out.push({ a: c, b: 1, rest: "every other token" });
+  return out;
+}
+
+function bar(segs, lo, hi, u, line, loLabel, hiLabel) {
+  const wrap = el("div", { class: "heb-dicebar-wrap" });
+  const barNode = el("div", { class: "heb-dicebar" });
+  const span = hi - lo;
+  segs.forEach((s, i) => {
+    const a = Math.max(s.a, lo), b = Math.min(s.b, hi);
+    if (b <= a) return;
+    const width = ((b - a) / span) * 100;
+    const cls = s.rest ? "heb-seg heb-seg-rest" : `heb-seg heb-seg-${i % 2 ? "b" : "a"}${s.chosen ? " heb-seg-chosen" : ""}`;
+    const node = el("div", { class: cls, style: `left:${((a - lo) / span) * 100}%;width:${width}%` });
+    if (width > 7 && !s.rest) node.textContent = showPiece(s.text);
+    const what = s.rest ? `${s.rest}: ${s.a.toFixed(6)} … ${s.b.toFixed(6)} (${pct(s.b - s.a)})`
+      : `rank ${s.rank + 1}: ${showPiece(s.text)} (id ${s.id}) p = ${s.prob}, covers ${s.a.toFixed(6)} … ${s.b.toFixed(6)}${s.chosen ? " (chosen)" : ""}`;
+    hover(node, what, line, false);
+    barNode.append(node);
+  });
+  if (u != null && u >= lo && u <= hi) {
+    const x = ((u - lo) / span) * 100;
+    const mark = el("div", { class: "heb-umark", style: `left:${x}%` });
+    const label = el("div", { class: `heb-ulabel${x > 70 ? " heb-ulabel-left" : ""}`, style: `left:${x}%` }, `u = ${u}`);
+    wrap.append(label);
+    barNode.append(mark);
+  }
+  const axis = el("div", { class: "heb-axis" });
+  axis.append(el("span", {}, loLabel), el("span", {}, hiLabel));
+  wrap.append(barNode, axis);
+  return wrap;
+}
+
+function table(segs, line) {
+  const t = el("table", { class: "heb-table" });
+  const hr = el("tr");
+  for (const h of ["rank", "token", "p", "cumulative"]) hr.append(el("th", {}, h));
+  const thead = el("thead");
+  thead.append(hr);
+  t.append(thead);
+  const tb = el("tbody");
+  for (const s of segs) {
+    if (s.rest) { const r = el("tr", { class: "heb-rest-row" }); r.append(el("td", { colspan: "4" }, `${s.rest}: ${pct(s.b - s.a)}`)); tb.append(r); continue; }
+    const r = el("tr", { class: s.chosen ? "heb-chosen-row" : "" });
+    const tok = el("td");
+    tok.append(chip(s.text, s.id));
+    r.append(el("td", {}, s.rank + 1), tok, el("td", {}, pct(s.prob)), el("td", {}, `${s.a.toFixed(4)} – ${s.b.toFixed(4)}`));
+    hover(r, `rank ${s.rank + 1}: ${showPiece(s.text)} p = ${s.prob}`, line, false);
+    tb.append(r);
+  }
+  t.append(tb);
+  return t;
+}
+
+function ordinal(k) {
+  const s = k % 100 >= 11 && k % 100 <= 13 ? "th" : ["th", "st", "nd", "rd"][k % 10] || "th";
+  return `${k}${s}`;
+}
+
+customElements.define("he-dice", HeDice);

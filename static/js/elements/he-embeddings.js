@@ -1,0 +1,70 @@
+// <he-embeddings>: each prompt token's row of the embedding table (its first dims) as a colour strip,
+// with the norm of the full row. Reads prefill.embeddings {shape, slice, norms, scale} and prefill.tokens.
+import { HeElement, el, caption, showPiece, heat, fmt } from "../lib/base-element.js";
+import { unpack, row } from "../lib/packed.js";
+
+class HeEmbeddings extends HeElement {
+  render(state) {
+    const pre = state.prefill;
+    if (!pre?.embeddings) { this.replaceChildren(el("p", { class: "he-empty" }, "Press play: the looked-up rows appear here.")); return; }
+    this.dataset.rows = String(pre.embeddings.norms.shape[0]);
+    this.dataset.tableShape = pre.embeddings.shape.join("x");
+    const emb = pre.embeddings;
+    const tokens = pre.tokens || [];
+    const slice = unpack(emb.slice);
+    const norms = unpack(emb.norms);
+    const [vocab, hidden] = emb.shape;
+    const [rows, dims] = slice.shape;
+    let maxAbs = 0;
+    for (const v of slice.data) if (Number.isFinite(v)) maxAbs = Math.max(maxAbs, Math.abs(v));
+    let maxNorm = 0;
+    for (const v of norms.data) if (Number.isFinite(v)) maxNorm = Math.max(maxNorm, v);
+
+    const head = el("p", { class: "he-head" });
+    head.append("The table: ", el("strong", {}, `${vocab.toLocaleString("en-US")} × ${hidden.toLocaleString("en-US")}`),
+      ` (vocabulary × hidden size, ${(vocab * hidden).toLocaleString("en-US")} numbers). Each token reads one row; shown: the first ${dims} of its ${hidden} numbers.`);
+
+    const table = el("div", { class: "he-rows", role: "table", "aria-label": "Embedding rows" });
+    const header = el("div", { class: "he-row he-row-head", role: "row" });
+    header.append(el("span", { class: "label", role: "columnheader" }, "token"),
+      el("span", { class: "strip-label", role: "columnheader" }, `dims 0–${dims - 1}`),
+      el("span", { class: "norm", role: "columnheader" }, "norm (full row)"));
+    table.append(header);
+    for (let t = 0; t < rows; t++) {
+      const tok = tokens[t] || { id: "?", text: "" };
+      const line = el("div", { class: "he-row", role: "row" });
+      line.append(el("span", { class: "label", role: "rowheader", title: `position ${t}, id ${tok.id}` }, showPiece(tok.text)));
+      const strip = el("span", { class: "he-strip", role: "cell", style: `--n:${dims}` });
+      const values = row(slice, t);
+      values.forEach((v, d) => {
+        strip.append(el("span", {
+          class: "he-cell",
+          style: `background:${heat(maxAbs ? v / maxAbs : 0, true)}`,
+          title: `${JSON.stringify(tok.text)} (id ${tok.id}), row ${tok.id} dim ${d}: ${fmt(v, 4)}`,
+        }));
+      });
+      line.append(strip);
+      const n = norms.data[t];
+      const norm = el("span", { class: "norm", role: "cell", title: `L2 norm of row ${tok.id} (all ${hidden} dims): ${fmt(n, 4)}` });
+      norm.append(el("span", { class: "bar", style: `width:${maxNorm ? (100 * n) / maxNorm : 0}%` }), el("span", { class: "value" }, fmt(n, 2)));
+      line.append(norm);
+      table.append(line);
+    }
+
+    const legend = el("p", { class: "he-legend" });
+    legend.append(el("span", { class: "swatch", style: `background:${heat(-1, true)}` }, `−${fmt(maxAbs, 2)}`),
+      el("span", { class: "swatch", style: `background:${heat(0, true)}` }, "0"),
+      el("span", { class: "swatch", style: `background:${heat(1, true)}` }, `+${fmt(maxAbs, 2)}`));
+
+    const ids = new Set(tokens.map((t) => t.id));
+    const scaled = emb.scale != null && emb.scale !== 1
+      ? ` Before layer 0 every row is multiplied by ${fmt(emb.scale, 3)}.` : "";
+    this.replaceChildren(head, legend, table, caption(
+      `Measured on this run: ${rows} rows read from a ${vocab} × ${hidden} table (${ids.size} distinct ids). ` +
+      `Norms range ${fmt(Math.min(...norms.data), 3)}–${fmt(maxNorm, 3)}; colours scaled to the largest |value| shown, ${fmt(maxAbs, 3)}.` +
+      scaled + " Hover a cell for its value.",
+    ));
+  }
+}
+
+customElements.define("he-embeddings", HeEmbeddings);

@@ -1,0 +1,89 @@
+// <he-kv>: the KV cache as it fills: real bytes per layer, bytes per token, share of the context
+// window, and what grouped-query attention saves.
+import { HeElement, el, caption, bytes } from "../lib/base-element.js";
+import { StepPicker, mount, readout, hover, pct, int } from "./he-logits.js";
+
+const DTYPE_BYTES = { float32: 4, float16: 2, bfloat16: 2, float64: 8, float8_e4m3fn: 1, float8_e5m2: 1, int8: 1, uint8: 1 };
+
+class HeKv extends HeElement {
+  render(rs) {
+    this.picker ??= new StepPicker(() => this.render(this.data));
+    const body = mount(this, this.picker.node);
+    const n = this.picker.pick(rs.steps.length);
+    const step = n ? rs.steps[n - 1] : null;
+    const kv = step ? step.kv : rs.prefill?.kv;
+    if (!kv) { delete this.dataset.kvBytes; body.replaceChildren(caption("Waiting for the run: the cache fills during the prefill.")); return; }
+    this.dataset.kvBytes = String(kv.bytes);
+    this.dataset.step = String(n);
+    const line = readout("Hover or tap a bar for its exact bytes.");
+    const model = rs.session?.model;
+
+    const stats = el("dl", { class: "heb-stats" });
+    const stat = (k, v, title) => { const d = el("div"); d.append(el("dt", {}, k), el("dd", {}, v)); hover(d, title, line, false); stats.append(d); };
+    stat("cache", bytes(kv.bytes), `kv.bytes = ${int(kv.bytes)} bytes: every cached key and value tensor`);
+    stat("positions", int(kv.seq_len), `kv.seq_len = ${kv.seq_len} tokens held`);
+    stat("per token", bytes(kv.bytes_per_token), `kv.bytes_per_token = ${int(kv.bytes_per_token)} bytes`);
+    stat("of the window", pct(kv.context_used ?? kv.seq_len / kv.context_window), `${kv.seq_len} of ${int(kv.context_window)} positions`);
+
+    // Each layer's track is this run's most: prompt + max_new_tokens − 1 positions, so the bars fill as it runs.
+    const P = rs.prefill?.tokens?.length ?? kv.seq_len;
+    const maxNew = rs.session?.params?.max_new_tokens;
+    const most = Math.min(kv.context_window, Math.max(kv.seq_len, maxNew ? P + maxNew - 1 : kv.seq_len));
+    const layers = el("div", { class: "heb-bars" });
+    const size = DTYPE_BYTES[kv.dtype];
+    kv.layers.forEach((l, i) => {
+      const count = l.shape.reduce((a, b) => a * b, 1);
+      const formula = size && 2 * count * size === l.bytes ? ` = 2 (K and V) × ${l.shape.join("·")} × ${size} B (${kv.dtype})` : "";
+      const row = el("div", { class: "heb-brow" });
+      const track = el("div", { class: "heb-btrack" });
+      const perPos = l.shape[2] ? l.bytes / l.shape[2] : 0;
+      track.append(el("div", { class: "heb-bbar heb-kvbar", style: `width:${perPos ? Math.min(1, l.bytes / (perPos * most)) * 100 : 0}%` }));
+      row.append(el("span", { class: "heb-blabel" }, `layer ${i}`), track, el("span", { class: "heb-bval" }, bytes(l.bytes)));
+      hover(row, `layer ${i}: ${int(l.bytes)} bytes${formula}; shape [batch, kv_heads, seq, head_dim] = [${l.shape.join(", ")}]; `
+        + `${int(perPos * most)} bytes at ${int(most)} positions`, line);
+      layers.append(row);
+    });
+
+    const ctx = el("div", { class: "heb-btrack heb-ctxtrack" });
+    const used = kv.seq_len / kv.context_window;
+    ctx.append(el("div", { class: "heb-bbar heb-kvbar", style: `width:${Math.min(1, used) * 100}%` }));
+    hover(ctx, `${kv.seq_len} of ${int(kv.context_window)} positions cached (${pct(used)})`, line);
+    const full = kv.bytes_per_token * kv.context_window;
+
+    const parts = [stats, el("p", { class: "heb-col-sub" }, `bytes held by each layer (keys and values); a full track is ${int(most)} positions, `
+      + (maxNew ? `the most this run can reach (${int(P)} prompt + ${int(maxNew)} max_new_tokens − 1):` : "the positions cached now:")), layers,
+      el("p", { class: "heb-col-sub" }, `positions cached, out of the ${int(kv.context_window)}-position context window:`), ctx,
+      el("p", {}, `At ${bytes(kv.bytes_per_token)} per token, a full window of ${int(kv.context_window)} positions would take ${bytes(full)} (${int(full)} bytes).`)];
+
+    if (model && model.query_heads && model.kv_heads) {
+      const ratio = model.query_heads / model.kv_heads;
+      const mha = Math.round(kv.bytes * ratio);
+      const gqa = el("div", { class: "heb-gqa" });
+      if (ratio > 1) {
+        gqa.append(el("p", {}, `Grouped-query attention: ${model.query_heads} query heads share ${model.kv_heads} KV heads `
+          + `(${fmtRatio(ratio)} query heads per KV head). With one KV head per query head the cache would be `
+          + `${model.query_heads}/${model.kv_heads} = ${fmtRatio(ratio)}× larger = ${int(mha)} bytes (${bytes(mha)}) instead of ${int(kv.bytes)}.`));
+        for (const [label, b, cls] of [["GQA (this model)", kv.bytes, "heb-kvbar"], ["one KV head per query head", mha, "heb-mhabar"]]) {
+          const row = el("div", { class: "heb-brow" });
+          const track = el("div", { class: "heb-btrack" });
+          track.append(el("div", { class: `heb-bbar ${cls}`, style: `width:${(b / mha) * 100}%` }));
+          row.append(el("span", { class: "heb-blabel heb-wide" }, label), track, el("span", { class: "heb-bval" }, bytes(b)));
+          hover(row, `${label}: ${int(b)} bytes`, line);
+          gqa.append(row);
+        }
+      } else {
+        gqa.append(el("p", {}, `This model has one KV head per query head (${model.query_heads} and ${model.kv_heads}): no grouped-query saving.`));
+      }
+      parts.push(gqa);
+    }
+    const where = step ? `after step ${n} (${step.forward} forward pass)` : "after the prefill";
+    parts.push(line, caption(`Measured ${where}: the cache holds ${int(kv.seq_len)} positions in ${kv.layers.length} layers, `
+      + `${int(kv.bytes)} bytes${kv.dtype ? ` of ${kv.dtype}` : ""} (the sum of every cached key and value tensor's size), ${int(kv.bytes_per_token)} bytes per token`
+      + `${model ? ` of ${model.name}` : ""}. It grows by one position per step.`));
+    body.replaceChildren(...parts);
+  }
+}
+
+function fmtRatio(r) { return Number.isInteger(r) ? String(r) : r.toFixed(2); }
+
+customElements.define("he-kv", HeKv);

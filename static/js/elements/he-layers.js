@@ -1,0 +1,142 @@
+// <he-layers>: the residual stream through depth. Hidden-state norms per position and layer
+// (prefill.hidden_norms packed (layers + 1, P), then step.hidden_norms for each generated position),
+// and the logit lens (prefill.lens / step.lens: [{layer, ids, probs, texts}]) as a table.
+import { HeElement, el, caption, showPiece, heat, fmt } from "../lib/base-element.js";
+import { unpack, at } from "../lib/packed.js";
+import { matrix, scroller, knownPieces } from "../lib/grid.js";
+
+const SVG = "http://www.w3.org/2000/svg";
+const svg = (tag, attrs = {}, text) => {
+  const node = document.createElementNS(SVG, tag);
+  for (const [k, v] of Object.entries(attrs)) node.setAttribute(k, v);
+  if (text != null) node.textContent = text;
+  return node;
+};
+const depthName = (i) => (i === 0 ? "input (embeddings)" : `after layer ${i}`);
+
+class HeLayers extends HeElement {
+  #col = null;  // selected position column (null: the latest)
+  #lens = null; // selected step for the lens (null: the latest; 0 = the prompt)
+
+  render(state) {
+    const pre = state.prefill;
+    if (!pre?.hidden_norms) { this.replaceChildren(el("p", { class: "he-empty" }, "Press play: the residual stream through the layers appears here.")); return; }
+    this.dataset.depth = String(pre.hidden_norms.shape[0]);
+    this.dataset.positions = String(pre.tokens.length + state.steps.length);
+    this.replaceChildren(el("h3", { class: "he-subhead" }, "How large the vector gets, layer by layer"), ...this.#norms(state),
+      el("h3", { class: "he-subhead" }, "What each layer would predict (logit lens)"), ...this.#lensTable(state));
+  }
+
+  #norms(state) {
+    const pre = state.prefill;
+    const norms = unpack(pre.hidden_norms);
+    const [depth, P] = norms.shape;
+    const cols = [];
+    for (let p = 0; p < P; p++) cols.push({ pos: p, text: pre.tokens[p]?.text ?? "", values: Array.from({ length: depth }, (_, i) => at(norms, i, p)), from: "prompt" });
+    for (const s of state.steps) {
+      if (s.input.position < P || !Array.isArray(s.hidden_norms)) continue;
+      cols.push({ pos: s.input.position, text: s.input.text, values: s.hidden_norms, from: `step ${s.step}` });
+    }
+    const sel = this.#col == null || this.#col >= cols.length ? cols.length - 1 : this.#col;
+    const colMax = cols.map((c) => Math.max(...c.values.filter(Number.isFinite)));
+    const name = (c) => `position ${cols[c].pos} ${JSON.stringify(cols[c].text)} (${cols[c].from})`;
+    const grid = matrix({
+      label: "Residual-stream norm per position and depth", corner: "depth ↓ position →",
+      rows: Array.from({ length: depth }, (_, i) => (i === 0 ? "input" : `L${i}`)),
+      cols: cols.map((c) => showPiece(c.text)),
+      rowTitle: (r) => depthName(r), colTitle: (c) => `${name(c)}: click to chart`,
+      cell: (r, c) => ({
+        cls: c === sel ? "selected" : "",
+        background: heat(colMax[c] ? cols[c].values[r] / colMax[c] : 0),
+        title: `${name(c)}, ${depthName(r)}: norm ${fmt(cols[c].values[r], 3)}`,
+      }),
+      onCell: (_r, c) => { this.#col = c === cols.length - 1 ? null : c; this.render(state); },
+    });
+    const v = cols[sel].values;
+    const grew = v[0] ? v[v.length - 1] / v[0] : NaN;
+    return [scroller(grid), this.#chart(v, name(sel)), caption(
+      `Measured on this run: the L2 norm of the residual stream at ${cols.length} positions (${P} prompt, ${cols.length - P} generated), ` +
+      `from the input through ${depth - 1} layers. Each column is coloured relative to its own largest norm. ` +
+      `Chart: ${name(sel)}, from ${fmt(v[0], 3)} to ${fmt(v[v.length - 1], 3)} (×${fmt(grew, 1)}). Click a column to chart it; hover for values.`,
+    )];
+  }
+
+  #chart(values, label) {
+    const W = 320, H = 120, pad = 26;
+    const max = Math.max(...values.filter(Number.isFinite)) || 1;
+    const x = (i) => pad + ((W - pad - 8) * i) / Math.max(1, values.length - 1);
+    const y = (v) => H - 18 - ((H - 30) * v) / max;
+    const chart = svg("svg", { viewBox: `0 0 ${W} ${H}`, class: "he-chart", role: "img", "aria-label": `Norm through depth, ${label}` });
+    chart.append(svg("line", { x1: pad, y1: H - 18, x2: W - 8, y2: H - 18, class: "axis" }),
+      svg("line", { x1: pad, y1: 10, x2: pad, y2: H - 18, class: "axis" }),
+      svg("text", { x: pad - 4, y: 14, "text-anchor": "end", class: "tick" }, fmt(max, 1)),
+      svg("text", { x: pad - 4, y: H - 18, "text-anchor": "end", class: "tick" }, "0"),
+      svg("text", { x: pad, y: H - 4, class: "tick" }, "input"),
+      svg("text", { x: W - 8, y: H - 4, "text-anchor": "end", class: "tick" }, `layer ${values.length - 1}`),
+      svg("polyline", { points: values.map((v, i) => `${x(i).toFixed(1)},${y(v).toFixed(1)}`).join(" "), class: "line" }));
+    values.forEach((v, i) => {
+      const title = `${label}, ${depthName(i)}: norm ${fmt(v, 3)}`;
+      const dot = svg("circle", { cx: x(i).toFixed(1), cy: y(v).toFixed(1), r: 3.5, class: "dot", title });
+      dot.append(svg("title", {}, title));
+      chart.append(dot);
+    });
+    return chart;
+  }
+
+  #lensTable(state) {
+    const n = state.steps.length;
+    const pick = el("select", { "aria-label": "Which prediction" });
+    if (!n) pick.append(el("option", { value: 0 }, "the prompt's last position"));
+    for (let k = 1; k <= n; k++) pick.append(el("option", { value: k }, k === 1 ? "step 1 (the prompt's last position)" : `step ${k}`));
+    const chosenStep = n ? (this.#lens == null || this.#lens > n || this.#lens < 1 ? n : this.#lens) : 0;
+    pick.value = String(chosenStep);
+    pick.addEventListener("change", () => { const v = Number(pick.value); this.#lens = v === n ? null : v; this.render(state); });
+    const step = chosenStep ? state.steps[chosenStep - 1] : null;
+    const lens = (step ? step.lens : state.prefill.lens) || [];
+    const chosen = step?.token ?? null;
+    const top = (step ? step.logits?.top : state.prefill.logits?.top)?.[0] ?? null;
+    const pieces = knownPieces(state);
+    const controls = el("div", { class: "he-controls" });
+    const label = el("label", {}, "Prediction for ");
+    label.append(pick);
+    controls.append(label);
+    if (!lens.length) return [controls, el("p", { class: "he-empty" }, "No logit-lens rows were captured for this position.")];
+
+    const k = Math.max(...lens.map((r) => r.ids.length));
+    const table = el("table", { class: "he-lens" });
+    const hr = el("tr");
+    hr.append(el("th", { scope: "col" }, "read after"));
+    for (let i = 0; i < k; i++) hr.append(el("th", { scope: "col" }, `#${i + 1}`));
+    table.append(el("thead"), el("tbody"));
+    table.tHead.append(hr);
+    for (const r of lens) {
+      const tr = el("tr");
+      tr.append(el("th", { scope: "row" }, `layer ${r.layer}`));
+      r.ids.forEach((id, i) => {
+        const text = r.texts?.[i] ?? pieces.get(id);
+        const p = r.probs[i];
+        const hit = chosen && id === chosen.id;
+        const td = el("td", {
+          class: hit ? "hit" : "", style: `--p:${Math.max(0, Math.min(1, p)) * 100}%`,
+          title: `layer ${r.layer}, guess ${i + 1}: ${text != null ? JSON.stringify(text) : "(text not sent)"} id ${id}, probability ${fmt(p, 4)}${hit ? " — the token this step chose" : ""}`,
+        });
+        td.append(el("span", { class: "piece" }, text != null ? showPiece(text) : `#${id}`), el("span", { class: "prob" }, fmt(p, 2)));
+        tr.append(td);
+      });
+      table.tBodies[0].append(tr);
+    }
+    const last = lens[lens.length - 1];
+    const lastText = last.texts?.[0] ?? pieces.get(last.ids[0]);
+    const firstHit = chosen ? lens.find((r) => r.ids[0] === chosen.id) : null;
+    return [controls, scroller(table), caption(
+      `Measured on this run (${step ? `step ${chosenStep}, position ${step.input.position}` : "the prompt's last position"}): ` +
+      `${lens.length} layers read through the final norm and output head. The last one's top guess is ` +
+      `${lastText != null ? JSON.stringify(lastText) : `id ${last.ids[0]}`} at ${fmt(last.probs[0], 3)}` +
+      (top ? `; the model's own top logit is ${JSON.stringify(top.text)} at ${fmt(top.prob, 3)}` : "") + ". " +
+      (chosen ? (firstHit ? `The chosen token ${JSON.stringify(chosen.text)} is first the top guess at layer ${firstHit.layer}.` : `The chosen token ${JSON.stringify(chosen.text)} is never the top lens guess.`) : "") +
+      " Hover a cell for the probability.",
+    )];
+  }
+}
+
+customElements.define("he-layers", HeLayers);

@@ -1,0 +1,65 @@
+// <he-sequence>: append and loop: the prompt tokens, then one token per step, each fed back in.
+import { HeElement, el, caption, showPiece } from "../lib/base-element.js";
+import { StepPicker, mount, readout, hover, chip, int } from "./he-logits.js";
+
+class HeSequence extends HeElement {
+  render(rs) {
+    this.picker ??= new StepPicker(() => this.render(this.data));
+    const body = mount(this, this.picker.node);
+    const n = this.picker.pick(rs.steps.length);
+    const prompt = rs.prefill?.tokens;
+    if (!prompt) { delete this.dataset.length; body.replaceChildren(caption("Waiting for the run: no prompt tokens yet.")); return; }
+    const P = prompt.length;
+    const step = n ? rs.steps[n - 1] : null;
+    this.dataset.length = String(P + n);
+    this.dataset.step = String(n);
+    const line = readout("Hover or tap a token for its position and id.");
+    const inputPos = step?.input?.position;
+
+    const seq = el("div", { class: "heb-seq" });
+    prompt.forEach((t, i) => {
+      const node = chip(t.text, t.id, `heb-prompt${t.special ? " heb-special" : ""}${i === inputPos ? " heb-input" : ""}`);
+      hover(node, `position ${i} · prompt token · id ${t.id} · ${showPiece(t.text)}${t.special ? " (special)" : ""}${i === inputPos ? ` · fed to step ${n}` : ""}`, line, false);
+      seq.append(node);
+    });
+    for (let j = 0; j < n; j++) {
+      const s = rs.steps[j];
+      const pos = P + j;
+      const newest = j === n - 1;
+      const node = chip(s.token.text, s.token.id,
+        `heb-gen${s.token.special ? " heb-special" : ""}${newest ? " heb-newest" : ""}${pos === inputPos ? " heb-input" : ""}`);
+      hover(node, `position ${pos} · chosen at step ${s.step} · id ${s.token.id} · ${showPiece(s.token.text)} · p = ${s.token.prob}`
+        + `${s.forced ? " (forced by a fork)" : ""}${newest ? " · the newest token" : ""}`, line, false);
+      seq.append(node);
+    }
+
+    const parts = [seq, line];
+    if (step) parts.unshift(loop(step, n, rs));
+    const stopped = n === rs.steps.length ? rs.done?.stop_reason ?? step?.stop_reason : null;
+    parts.push(caption(step
+      ? `This run: ${int(P)} prompt tokens (positions 0–${P - 1}) + ${int(n)} generated = ${int(P + n)} tokens. `
+        + `Step ${n}'s ${step.forward} forward pass read id ${step.input.id} at position ${step.input.position}; `
+        + `the token it chose (highlighted) was appended at position ${P + n - 1}`
+        + (stopped ? ` and the run stopped (${stopped}).` : n < rs.steps.length ? ` and fed to step ${n + 1}.` : " and will be fed to the next step.")
+      : `The prompt: ${int(P)} tokens (positions 0–${P - 1}), read by the prefill in one forward pass. No token generated yet.`));
+    body.replaceChildren(...parts);
+  }
+}
+
+/** One turn of the loop for step n: input → forward → sample → append → feed back. */
+function loop(step, n, rs) {
+  const box = el("ol", { class: "heb-loop" });
+  const a = el("li");
+  a.append("input ", chip(step.input.text, step.input.id, "heb-input"), ` at position ${step.input.position}`);
+  const b = el("li", {}, `${step.forward} forward pass over ${int(step.attention?.keys)} cached positions`);
+  const c = el("li");
+  c.append("logits → stages → ", step.greedy ? "argmax → " : "dice → ", chip(step.token.text, step.token.id, "heb-newest"));
+  const d = el("li", {}, `appended at position ${step.input.position + 1}`);
+  const last = n === rs.steps.length;
+  const stopped = last ? rs.done?.stop_reason ?? step.stop_reason : null;
+  const e = el("li", {}, stopped ? `stop: ${stopped}` : last ? "becomes the next step's input" : `input of step ${n + 1}`);
+  box.append(a, b, c, d, e);
+  return box;
+}
+
+customElements.define("he-sequence", HeSequence);

@@ -1,0 +1,157 @@
+// <he-stages>: penalties → temperature → filters → softmax, the candidates before and after each stage,
+// with a temperature slider that asks the server to re-apply the stages to this step's kept logits.
+import { HeElement, el, caption, showPiece, fmt } from "../lib/base-element.js";
+import { requestFromServer } from "../run-state.js";
+import { StepPicker, mount, readout, hover, chip, textsOf, linkIds, pct, int } from "./he-logits.js";
+
+const WHAT = {
+  repetition_penalty: "divides positive logits of tokens already in the sequence",
+  presence_penalty: "subtracts p from tokens generated before",
+  frequency_penalty: "subtracts f × count of each generated token",
+  temperature: "divides every logit by T",
+  top_k: "keeps the k highest",
+  top_p: "keeps the smallest set holding probability p",
+  min_p: "keeps tokens with p ≥ min_p × the top p",
+};
+
+class HeStages extends HeElement {
+  constructor() {
+    super();
+    this.whatIf = null; // {step, temperature} once the visitor moves the slider
+    this.timer = 0;
+  }
+
+  #controls() {
+    this.picker = new StepPicker(() => this.render(this.data));
+    this.slider = el("input", { type: "range", min: "0", max: "2", step: "0.05", value: "1", "aria-label": "temperature" });
+    this.tOut = el("output", { class: "heb-picker-out" });
+    this.reset = el("button", { type: "button", class: "heb-picker-latest" }, "this run's temperature");
+    const box = el("div", { class: "heb-picker heb-temp" });
+    box.append(el("span", { class: "heb-picker-label" }, "Temperature"), this.slider, this.tOut, this.reset);
+    this.slider.addEventListener("input", () => {
+      const t = Number(this.slider.value);
+      const step = this.shownStep;
+      if (!step) return;
+      this.whatIf = { step, temperature: t };
+      clearTimeout(this.timer);
+      this.timer = setTimeout(() => requestFromServer(this, { type: "retemper", step, temperature: t }), 80);
+      this.render(this.data);
+    });
+    this.reset.addEventListener("click", () => { this.whatIf = null; this.render(this.data); });
+    linkIds(this);
+    return box;
+  }
+
+  render(rs) {
+    const tempBox = this.picker ? null : this.#controls();
+    const body = mount(this, this.picker.node, tempBox);
+    if (this.session !== rs.session) { this.session = rs.session; this.whatIf = null; }
+    const n = this.picker.pick(rs.steps.length);
+    const step = n ? rs.steps[n - 1] : null;
+    this.shownStep = n;
+    const runT = rs.session?.params?.temperature ?? 1;
+    if (this.whatIf && this.whatIf.step !== n) this.whatIf = null;
+    const t = this.whatIf ? this.whatIf.temperature : runT;
+    this.slider.value = String(t);
+    this.slider.disabled = !step;
+    this.tOut.textContent = t.toFixed(2);
+    this.reset.hidden = !this.whatIf;
+    if (!step) { delete this.dataset.stageCount; delete this.dataset.temperature; body.replaceChildren(caption("Waiting for the run: the stages run once a step samples.")); return; }
+
+    const re = this.whatIf ? rs.retempers?.[n] || null : null;
+    const pending = this.whatIf && (!re || Math.abs((re.params?.temperature ?? NaN) - t) > 1e-9);
+    const stages = re ? re.stages : step.stages;
+    const probs = re ? re.probs : step.probs;
+    const params = { ...(rs.session?.params || {}), ...(re?.params || {}) };
+    const texts = textsOf(step.logits.top, step.probs, re?.probs);
+    this.dataset.stageCount = String(stages.length);
+    this.dataset.step = String(n);
+    this.dataset.temperature = String(re ? re.params.temperature : runT);
+    const line = readout("Hover or tap a row: the same token lights up in every stage.");
+    const vocab = step.logits.vocab_size;
+
+    // The pipeline at a glance: every stage, applied or not, with the survivors after it.
+    const pipe = el("ol", { class: "heb-pipe" });
+    pipe.append(el("li", { class: "heb-pipe-on" }, `raw logits · ${int(vocab)}`));
+    for (const s of stages) {
+      const li = el("li", { class: s.applied ? "heb-pipe-on" : "heb-pipe-off" });
+      li.append(el("b", {}, s.name), ` ${paramText(s.name, params)} · ${s.applied ? `${int(s.survivors)} left` : "off"}`);
+      hover(li, `${s.name} (${WHAT[s.name] || ""}): ${s.applied ? "applied" : "not applied"}, ${int(s.survivors)} of ${int(vocab)} tokens left`, line);
+      pipe.append(li);
+    }
+    pipe.append(el("li", { class: "heb-pipe-on" }, "softmax → probabilities"));
+
+    // Columns: raw logits, every applied stage, the final distribution.
+    const cols = el("div", { class: "heb-cols" });
+    const chosen = re ? re.token.id : step.token.id;
+    cols.append(column("raw logits", `${int(vocab)} scores`, step.logits.top.map((x) => ({ id: x.id, value: x.logit })), texts, line, false, chosen));
+    for (const s of stages) {
+      if (!s.applied) continue;
+      cols.append(column(`after ${s.name}`, `${shortParam(s.name, params)} · ${int(s.survivors)} of ${int(vocab)} left`, s.top, texts, line, false, chosen));
+    }
+    cols.append(column("softmax", "probability of each candidate", probs.map((x) => ({ id: x.id, value: x.prob })), texts, line, true, chosen));
+
+    const off = stages.filter((s) => !s.applied).map((s) => s.name);
+    body.replaceChildren(pipe, whatIfBox(step, re, pending, t, runT), cols, line,
+      caption(`Step ${n}: the ${int(vocab)} raw logits went through ${stages.length} stages in transformers' order`
+        + ` (${off.length ? `off on this run: ${off.join(", ")}` : "all applied"}), then softmax. `
+        + `Each column lists the ${step.logits.top.length} highest values after that stage; a bar shows how likely a row is next to the column's top row `
+        + `(e^(logit − top logit), or p / top p for the softmax), so a lower temperature makes the bars fall off faster. `
+        + `A struck-out row was removed (its logit became −∞); shaded: the chosen token. `
+        + (re ? `Showing the server's re-run at temperature ${re.params.temperature}, not the run itself.` : `This run used temperature ${runT}.`)));
+  }
+}
+
+function paramText(name, params) {
+  const v = params[name];
+  if (v == null) return "";
+  return name === "temperature" ? `T = ${v}` : `= ${v}`;
+}
+
+function shortParam(name, params) {
+  const short = { temperature: "T", top_k: "k", top_p: "p", min_p: "min_p", repetition_penalty: "penalty", presence_penalty: "p", frequency_penalty: "f" };
+  return `${short[name] || name} = ${params[name] ?? "?"}`;
+}
+
+function column(title, sub, rows, texts, line, isProb, chosen) {
+  const col = el("div", { class: "heb-col" });
+  col.append(el("div", { class: "heb-col-head" }, title), el("div", { class: "heb-col-sub" }, sub));
+  // Bar = how likely the row is relative to the column's top row: e^(logit − top logit), or p / top p.
+  const finite = rows.filter((r) => r.value != null).map((r) => r.value);
+  const top = finite.length ? Math.max(...finite) : 0;
+  const rel = (v) => (isProb ? v / (top || 1) : Math.exp(v - top));
+  for (const r of rows) {
+    const text = texts.get(r.id);
+    const removed = r.value == null;
+    const row = el("div", { class: `heb-srow${removed ? " heb-removed" : ""}${r.id === chosen ? " heb-srow-chosen" : ""}`, "data-id": r.id });
+    const track = el("div", { class: "heb-strack" });
+    if (!removed) track.append(el("div", { class: `heb-sbar${isProb ? " heb-prob" : ""}`, style: `width:${rel(r.value) * 100}%` }));
+    row.append(chip(text ?? `id ${r.id}`, text == null ? null : r.id), track,
+      el("span", { class: "heb-sval" }, removed ? "removed" : isProb ? pct(r.value) : fmt(r.value, 2)));
+    hover(row, `${title}: ${text == null ? "" : showPiece(text) + " "}(id ${r.id}) ${removed ? "removed (−∞)" : isProb ? `probability ${r.value}` : `logit ${r.value}, e^(logit − top) = ${fmt(rel(r.value), 4)}`}`, line, false);
+    col.append(row);
+  }
+  return col;
+}
+
+function whatIfBox(step, re, pending, t, runT) {
+  const box = el("div", { class: "heb-whatif" });
+  const ran = el("p");
+  ran.append(`This run, at temperature ${runT}, ${step.greedy ? "took the argmax" : step.forced ? "was forced by a fork to" : `rolled u = ${step.draw?.u} and picked`} `,
+    chip(step.token.text, step.token.id, "heb-chosen"), ` (p = ${pct(step.token.prob)}).`);
+  box.append(ran);
+  if (pending) box.append(el("p", { class: "heb-pending" }, `Asking the server to re-apply the stages at temperature ${t.toFixed(2)}…`));
+  if (re) {
+    const p = el("p", { class: "heb-whatif-answer" });
+    const lead = re.draw == null
+      ? `With temperature ${re.params.temperature} (argmax, no dice) the model would pick: `
+      : `With temperature ${re.params.temperature} the same dice (u = ${re.draw.u}) would pick: `;
+    p.append(lead, chip(re.token.text, re.token.id, "heb-chosen"), ` (p = ${pct(re.token.prob)}).`);
+    box.append(p);
+  } else if (!pending) {
+    box.append(el("p", { class: "heb-muted" }, "Move the temperature slider: the server re-applies the stages to this step's logits (no model run) and rolls the same dice."));
+  }
+  return box;
+}
+
+customElements.define("he-stages", HeStages);

@@ -1,0 +1,75 @@
+// <he-stream>: detokenize and stream: every step's token id, its piece, and the text it released.
+import { HeElement, el, caption, showPiece } from "../lib/base-element.js";
+import { readout, hover, chip, int } from "./he-logits.js";
+
+class HeStream extends HeElement {
+  render(rs) {
+    const steps = rs.steps;
+    const reply = steps.map((s) => s.text_delta).join("");
+    this.dataset.textLength = String(reply.length);
+    this.dataset.steps = String(steps.length);
+    if (!rs.prefill && !steps.length) { this.replaceChildren(caption("Waiting for the run: no tokens yet.")); return; }
+    const line = readout("Hover or tap a row: the id, the piece decoded alone, and the text the step released.");
+
+    const t = el("table", { class: "heb-table heb-stream" });
+    const thead = el("thead");
+    const hr = el("tr");
+    for (const h of ["step", "id", "piece", "text released"]) hr.append(el("th", {}, h));
+    thead.append(hr);
+    const tb = el("tbody");
+    let held = 0, differs = 0, pendingHeld = 0;
+    for (const s of steps) {
+      const r = el("tr");
+      const piece = el("td");
+      piece.append(chip(s.token.text, null, s.token.special ? "heb-special" : ""));
+      const delta = el("td", { class: "heb-delta" });
+      let note;
+      if (s.text_delta === "") {
+        if (s.token.special) {
+          delta.append(el("span", { class: "heb-held" }, "\"\" special token: no text"));
+          note = "a special token: it adds no text to the reply";
+        } else {
+          held += 1; pendingHeld += 1;
+          delta.append(el("span", { class: "heb-held" }, "\"\" held back: incomplete UTF-8"));
+          note = "a token was produced but its bytes do not yet form complete UTF-8 characters; they are held until they do";
+        }
+        r.classList.add("heb-held-row");
+      } else {
+        delta.append(el("span", { class: "heb-piece" }, showPiece(s.text_delta)));
+        if (pendingHeld) {
+          delta.append(el("span", { class: "heb-release" }, ` + ${pendingHeld} held`));
+          note = `completes the bytes held back by the previous ${pendingHeld} token${pendingHeld > 1 ? "s" : ""}`;
+          pendingHeld = 0;
+        } else if (s.text_delta !== s.token.text) {
+          differs += 1;
+          note = "in context the text differs from the piece decoded alone (e.g. a leading space)";
+        }
+      }
+      r.append(el("td", {}, s.step), el("td", {}, s.token.id), piece, delta);
+      hover(r, `step ${s.step}: id ${s.token.id} → piece ${JSON.stringify(s.token.text)}; text_delta ${JSON.stringify(s.text_delta)}${note ? ` (${note})` : ""}`, line, false);
+      tb.append(r);
+    }
+    t.append(thead, tb);
+    const scroll = el("div", { class: "heb-scroll heb-tall" });
+    scroll.append(t);
+
+    const text = el("div", { class: "heb-reply", "aria-label": "the whole reply" });
+    text.textContent = reply;
+    let match = "";
+    if (rs.done) {
+      match = rs.done.text === reply ? " It equals the reply the server reported when the run ended."
+        : rs.done.stop_reason === "stop_string" ? " The reply the server reported at the end is cut before the stop string."
+          : " It differs from the reply the server reported at the end (done.text).";
+    }
+    this.replaceChildren(scroll,
+      el("p", { class: "heb-col-sub" }, `the whole reply so far: ${int(reply.length)} characters from ${int(steps.length)} tokens`),
+      text, line,
+      caption(`Each step's token id is turned back into text: "piece" is the token decoded alone, "text released" is the step's text_delta, `
+        + `the newly complete text. On this run ${int(steps.length)} steps released ${int(reply.length)} characters`
+        + `${held ? `; ${held} step${held > 1 ? "s" : ""} released nothing while bytes were held back until the UTF-8 was complete` : "; no step had to hold bytes back"}`
+        + `${differs ? `; in ${differs} step${differs > 1 ? "s" : ""} the released text differs from the piece alone` : ""}.${match}`));
+    if (this.isConnected) scroll.scrollTop = scroll.scrollHeight;
+  }
+}
+
+customElements.define("he-stream", HeStream);

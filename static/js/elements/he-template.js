@@ -1,0 +1,95 @@
+// <he-template>: the chat template's output, the one string the model reads.
+// Reads prefill.template {text, source, spans[{role, start, end}]} and prefill.tokens[{bytes, special, id, text}].
+import { HeElement, el, caption, showPiece } from "../lib/base-element.js";
+
+const ROLE_CLASS = { system: "role-system", user: "role-user", assistant: "role-assistant" };
+
+/** Maps from code-point index and UTF-8 byte offset to JS string (UTF-16) index. */
+function offsetMaps(text) {
+  const cpToJs = [];
+  const byteToJs = new Map();
+  let js = 0;
+  let byte = 0;
+  for (const ch of text) {
+    cpToJs.push(js);
+    byteToJs.set(byte, js);
+    const cp = ch.codePointAt(0);
+    byte += cp < 0x80 ? 1 : cp < 0x800 ? 2 : cp < 0x10000 ? 3 : 4;
+    js += ch.length;
+  }
+  cpToJs.push(js);
+  byteToJs.set(byte, js);
+  return { cpToJs, byteToJs, chars: cpToJs.length - 1 };
+}
+
+class HeTemplate extends HeElement {
+  render(state) {
+    const pre = state.prefill;
+    if (!pre) { this.replaceChildren(el("p", { class: "he-empty" }, "Press play: the template's output appears here.")); return; }
+    this.dataset.textLength = String(pre.template.text.length);  // what the model reads (tests compare it)
+    const { text, source, spans = [] } = pre.template;
+    const tokens = pre.tokens || [];
+    const maps = offsetMaps(text);
+
+    // Role spans are code-point offsets; special tokens are UTF-8 byte ranges. Both become JS indices.
+    const roles = spans.map((s) => ({ role: s.role, start: maps.cpToJs[s.start] ?? 0, end: maps.cpToJs[s.end] ?? text.length, cp: s }));
+    const specials = tokens.filter((t) => t.special && Array.isArray(t.bytes))
+      .map((t) => ({ start: maps.byteToJs.get(t.bytes[0]), end: maps.byteToJs.get(t.bytes[1]), token: t }))
+      .filter((s) => s.start != null && s.end != null && s.end > s.start);
+
+    const cuts = new Set([0, text.length]);
+    for (const r of [...roles, ...specials]) { cuts.add(r.start); cuts.add(r.end); }
+    const points = [...cuts].filter((c) => c >= 0 && c <= text.length).sort((a, b) => a - b);
+
+    const out = el("pre", { class: "he-template-text", "aria-label": "The text the model reads" });
+    for (let i = 0; i < points.length - 1; i++) {
+      const a = points[i], b = points[i + 1];
+      if (b <= a) continue;
+      const role = roles.find((r) => r.start <= a && b <= r.end);
+      const special = specials.find((s) => s.start <= a && b <= s.end);
+      const cls = [role ? ROLE_CLASS[role.role] || "role-other" : "role-none", special ? "special" : ""].join(" ").trim();
+      const where = role ? `${role.role} message, characters ${role.cp.start}–${role.cp.end}` : "template text outside any message";
+      const title = special
+        ? `special token ${special.token.text} (id ${special.token.id}), bytes ${special.token.bytes[0]}–${special.token.bytes[1]}; ${where}`
+        : where;
+      const span = el("span", { class: cls, title });
+      appendVisible(span, text.slice(a, b));
+      out.append(span);
+    }
+
+    const legend = el("p", { class: "he-legend" });
+    const seen = [...new Set(spans.map((s) => s.role))];
+    for (const r of seen) legend.append(el("span", { class: `swatch ${ROLE_CLASS[r] || "role-other"}` }, r));
+    if (specials.length) legend.append(el("span", { class: "swatch special" }, "special token"));
+    legend.append(el("span", { class: "swatch role-none" }, "added by the template"));
+
+    const messages = spans.length;
+    const insideChars = spans.reduce((n, s) => n + (s.end - s.start), 0);
+    const names = [...new Set(specials.map((s) => showPiece(s.token.text)))];
+    const head = el("p", { class: "he-head" });
+    head.append("Template source: ", el("code", {}, source));
+
+    const scroll = el("div", { class: "he-scroll" });
+    scroll.append(out);
+    this.replaceChildren(head, legend, scroll, caption(
+      `Measured on this run: ${messages} span${messages === 1 ? "" : "s"} became one string of ${maps.chars} characters; ` +
+      `${maps.chars - insideChars} of them were added by the template. ` +
+      (specials.length ? `${specials.length} special token${specials.length === 1 ? "" : "s"} (${names.join(", ")}) mark roles and turn ends.`
+        : "No special tokens in this prompt."),
+    ));
+  }
+}
+
+/** Text with newlines shown as ↵ followed by the real line break (the break stays a break). */
+function appendVisible(node, text) {
+  const parts = text.split("\n");
+  parts.forEach((part, i) => {
+    if (part) node.append(part);
+    if (i < parts.length - 1) {
+      node.append(el("span", { class: "nl", "aria-hidden": "true" }, "\u21b5"));
+      node.append("\n");
+    }
+  });
+}
+
+customElements.define("he-template", HeTemplate);

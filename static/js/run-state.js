@@ -1,0 +1,53 @@
+// The run as the page knows it: built only from server messages (docs/protocol.md).
+// Every diagram receives the same RunState through its `data` property and draws its part.
+
+export class RunState {
+  constructor() {
+    this.session = null;   // the `session` message: model description, params
+    this.prefill = null;   // the `prefill` payload
+    this.steps = [];       // `step` payloads, index = step - 1
+    this.done = null;      // the `done` payload
+    this.status = null;    // the last `status` message
+    this.error = null;     // the last `error` message
+    this.busy = null;      // the last `busy` message
+    this.details = {};     // `detail` payloads by detailKey(...)
+    this.retempers = {};   // `retemper` payloads by step
+    this.checks = {};      // `check` messages (live checks of "what did not happen") by name
+    this.version = 0;      // bumps on every change
+  }
+
+  /** Fold one server message into the state; returns true when it changed. */
+  apply(msg) {
+    switch (msg.type) {
+      case "session": Object.assign(this, new RunState(), { session: msg }); break;
+      case "prefill": this.prefill = msg; this.steps = []; this.done = null; break;
+      case "step": this.steps.length = msg.step - 1; this.steps.push(msg); this.done = null; break;
+      case "done": this.done = msg; break;
+      case "detail": this.details[detailKey(msg)] = msg; break;
+      case "retemper": this.retempers[msg.step] = msg; break;
+      case "check": this.checks[msg.name] = msg; break;
+      case "status": this.status = msg; break;
+      case "busy": this.busy = msg; break;
+      case "error": this.error = msg; break;
+      default: return false;
+    }
+    if (msg.type !== "error" && msg.type !== "busy") this.busy = null;
+    this.version += 1;
+    return true;
+  }
+
+  get lastStep() { return this.steps[this.steps.length - 1] || null; }
+  get model() { return this.session?.model || null; }
+
+  /** The text generated so far, from the streamed deltas. */
+  get text() { return this.steps.map((s) => s.text_delta).join(""); }
+}
+
+export function detailKey({ what, step, layer, head, position }) {
+  return [what, step ?? "", layer ?? "", head ?? "", position ?? ""].join(":");
+}
+
+/** Elements ask for server work (detail, retemper, fork) with this bubbling event; the page sends it. */
+export function requestFromServer(element, message) {
+  element.dispatchEvent(new CustomEvent("he-request", { bubbles: true, composed: true, detail: message }));
+}

@@ -1,0 +1,98 @@
+"""The live article in Chromium: type a prompt, run it, and every diagram shows numbers from this run."""
+import json
+
+import pytest
+
+PROMPT = "What does mole mean?"
+
+
+def collect_frames(page) -> list[dict]:
+    """Every server message the page's socket receives (what the diagrams must agree with)."""
+    frames: list[dict] = []
+
+    def on_socket(ws):
+        ws.on("framereceived", lambda payload: frames.append(json.loads(payload)))
+
+    page.on("websocket", on_socket)
+    return frames
+
+
+def attr(page, selector: str, name: str) -> str:
+    """Scroll the diagram on screen (it renders only then) and read its data attribute."""
+    element = page.locator(selector)
+    element.scroll_into_view_if_needed()
+    page.wait_for_function(f"document.querySelector('{selector}').hasAttribute('{name}')", timeout=15_000)
+    return element.get_attribute(name)
+
+
+def run_prompt(page, live_server, frames, text=PROMPT, max_new_tokens=12):
+    page.goto(live_server + "/")
+    page.wait_for_function("document.querySelector('#messages textarea') !== null")
+    page.locator("#messages textarea").first.fill(text)
+    page.locator("input[name=max_new_tokens]").fill(str(max_new_tokens))
+    page.locator("input[name=temperature]").fill("0.7")
+    page.locator("#btn-play").click()
+    page.wait_for_function("document.querySelector('#status-banner').textContent.length >= 0")
+    for _ in range(240):
+        if any(f.get("type") == "check" and f.get("name") == "weights_unchanged" for f in frames):
+            break
+        page.wait_for_timeout(250)
+    else:
+        pytest.fail(f"the run did not finish; frames: {[f.get('type') for f in frames]}")
+    return {kind: [f for f in frames if f.get("type") == kind] for kind in
+            ("session", "prefill", "step", "done", "check", "error")}
+
+
+def test_every_section_draws_this_run(page, live_server):
+    frames = collect_frames(page)
+    run = run_prompt(page, live_server, frames)
+    assert not run["error"], run["error"]
+    prefill, steps, done = run["prefill"][-1], run["step"], run["done"][-1]
+    last = steps[-1]
+    assert PROMPT in prefill["template"]["text"]
+    assert attr(page, "he-template", "data-text-length") == str(len(prefill["template"]["text"]))
+    assert attr(page, "he-tokens", "data-token-count") == str(len(prefill["tokens"]))
+    assert attr(page, "he-embeddings", "data-rows") == str(len(prefill["tokens"]))
+    assert attr(page, "he-embeddings", "data-table-shape") == "x".join(map(str, prefill["embeddings"]["shape"]))
+    assert attr(page, "he-positions", "data-scheme") == prefill["positions"]["scheme"] == "rotary"
+    assert attr(page, "he-mask", "data-size") == str(prefill["mask"]["size"])
+    assert attr(page, "he-mask", "data-check-passed") == "true"
+    assert attr(page, "he-attention", "data-layers") == str(prefill["attention"]["layers"])
+    assert attr(page, "he-attention", "data-keys") == str(last["attention"]["keys"])
+    assert attr(page, "he-layers", "data-depth") == str(prefill["attention"]["layers"] + 1)
+    assert attr(page, "he-logits", "data-top-id") == str(last["logits"]["top"][0]["id"])
+    assert attr(page, "he-stages", "data-stage-count") == str(len(last["stages"])) == "7"
+    assert attr(page, "he-filter", "data-survivors") == str(last["stages"][-1]["survivors"])
+    assert attr(page, "he-dice", "data-u") == str(last["draw"]["u"])
+    assert attr(page, "he-sequence", "data-length") == str(len(prefill["tokens"]) + len(steps))
+    assert attr(page, "he-kv", "data-kv-bytes") == str(last["kv"]["bytes"])
+    assert attr(page, "he-stream", "data-text-length") == str(len("".join(s["text_delta"] for s in steps)))
+    assert attr(page, "he-stop", "data-stop-reason") == done["stop_reason"]
+    assert attr(page, "he-context", "data-context-window") == str(run["session"][-1]["model"]["context_window"])
+    assert attr(page, "he-myths", "data-failed") == "0"
+    assert attr(page, "he-myths", "data-waiting") == "0"
+    assert page.locator("#reply").inner_text().strip() == done["text"].strip()
+    assert not page.errors, page.errors
+
+
+def test_model_text_stays_text(page, live_server):
+    """A prompt full of markup: the template diagram shows it as text and no script runs."""
+    frames = collect_frames(page)
+    page.add_init_script("window.__xss = 0")
+    evil = "<img src=x onerror=\"window.__xss=1\"><script>window.__xss=2</script>"
+    run = run_prompt(page, live_server, frames, text=evil, max_new_tokens=3)
+    assert not run["error"]
+    template = page.locator("he-template")
+    template.scroll_into_view_if_needed()
+    page.wait_for_function("document.querySelector('he-template').textContent.includes('onerror')")
+    assert page.evaluate("window.__xss") == 0
+    assert page.locator("he-template img, he-tokens img, #reply img, he-template script").count() == 0
+
+
+def test_phone_width_has_no_horizontal_scroll(browser, live_server):
+    context = browser.new_context(viewport={"width": 390, "height": 844})
+    page = context.new_page()
+    page.goto(live_server + "/")
+    width = page.evaluate("document.documentElement.scrollWidth")
+    context.close()
+    assert width <= 400

@@ -1,0 +1,96 @@
+"""The sampling pipeline is transformers' own processors, in transformers' order, validated like vLLM."""
+import math
+
+import pytest
+import torch
+from transformers import GenerationConfig, LlamaConfig, LlamaForCausalLM
+
+from inference.sampling import (
+    FrequencyPenaltyLogitsProcessor,
+    ParamError,
+    PresencePenaltyLogitsProcessor,
+    SamplingParams,
+    dice_roll,
+    run_stages,
+    sample_token,
+)
+
+
+@pytest.fixture(scope="module")
+def tiny_model():
+    torch.manual_seed(0)
+    config = LlamaConfig(vocab_size=64, hidden_size=16, intermediate_size=32, num_hidden_layers=1,
+                         num_attention_heads=2, num_key_value_heads=1, max_position_embeddings=64)
+    return LlamaForCausalLM(config).eval()
+
+
+@pytest.mark.parametrize("params", [
+    dict(temperature=0.7, top_k=10, top_p=0.9, min_p=0.05, repetition_penalty=1.3),
+    dict(temperature=1.5, top_k=3),
+    dict(temperature=0.5, top_p=0.5),
+    dict(temperature=1.0, min_p=0.2, repetition_penalty=0.8),
+])
+def test_final_distribution_equals_generate_processors(tiny_model, params):
+    torch.manual_seed(1)
+    logits = torch.randn(1, 64) * 3
+    input_ids = torch.tensor([[3, 5, 5, 9, 12]])
+    expected_list = tiny_model._get_logits_processor(
+        GenerationConfig(do_sample=True, **params), input_ids_seq_length=input_ids.shape[1], device="cpu")
+    expected = expected_list(input_ids, logits.clone())
+    ours, stages = run_stages(input_ids, logits[0], SamplingParams(**params), prompt_length=2)
+    assert torch.equal(torch.isfinite(ours), torch.isfinite(expected))
+    finite = torch.isfinite(expected)
+    assert torch.allclose(ours[finite], expected[finite])
+    assert [s["name"] for s in stages] == ["repetition_penalty", "presence_penalty", "frequency_penalty",
+                                          "temperature", "top_k", "top_p", "min_p"]
+    assert stages[-1]["survivors"] == int(finite.sum())
+    survivors = [s["survivors"] for s in stages]
+    assert survivors == sorted(survivors, reverse=True)  # each stage only removes candidates
+
+
+def test_presence_and_frequency_follow_openai_definition():
+    input_ids = torch.tensor([[1, 2, 7, 7, 7, 4]])  # prompt = first 2 tokens; 7 generated three times, 4 once
+    scores = torch.zeros(1, 10)
+    presence = PresencePenaltyLogitsProcessor(0.5, prompt_length=2)(input_ids, scores)
+    frequency = FrequencyPenaltyLogitsProcessor(0.25, prompt_length=2)(input_ids, scores)
+    assert presence[0, 7] == -0.5 and presence[0, 4] == -0.5 and presence[0, 1] == 0  # prompt tokens don't count
+    assert frequency[0, 7] == -0.75 and frequency[0, 4] == -0.25 and frequency[0, 2] == 0
+
+
+def test_draw_lands_where_u_falls_on_the_cumulative_distribution():
+    logits = torch.tensor([2.0, 1.0, 0.5, -1.0])
+    result = sample_token(torch.tensor([[0]]), logits, SamplingParams(temperature=1.0, seed=42), prompt_length=1, step=1)
+    u = dice_roll(42, 1)
+    probs = torch.softmax(logits.double(), -1)
+    order = torch.argsort(probs, descending=True)
+    cumulative = torch.cumsum(probs[order], 0)
+    expected = int(order[int((cumulative <= u).sum())])
+    assert result.token_id == expected
+    assert result.draw["cumulative_before"] <= u < result.draw["cumulative_after"] + 1e-9
+    assert math.isclose(result.prob, float(probs[expected]), rel_tol=1e-9)
+
+
+def test_greedy_takes_argmax_and_rolls_no_dice():
+    logits = torch.tensor([0.1, 3.0, 2.9])
+    result = sample_token(torch.tensor([[0]]), logits, SamplingParams(temperature=0), prompt_length=1, step=1)
+    assert result.token_id == 1 and result.draw is None
+
+
+@pytest.mark.parametrize("field,value,code", [
+    ("temperature", 2.5, "out_of_range"), ("temperature", -0.1, "out_of_range"), ("temperature", "hot", "wrong_type"),
+    ("temperature", float("nan"), "out_of_range"), ("top_p", 0.0, "out_of_range"), ("top_p", 1.5, "out_of_range"),
+    ("top_k", -1, "out_of_range"), ("top_k", 2.5, "wrong_type"), ("min_p", 1.1, "out_of_range"),
+    ("repetition_penalty", 0.0, "out_of_range"), ("presence_penalty", 3.0, "out_of_range"),
+    ("frequency_penalty", -2.5, "out_of_range"), ("max_new_tokens", 0, "out_of_range"),
+    ("seed", 1.5, "wrong_type"), ("seed", True, "wrong_type"), ("bogus", 1, "unknown_param"),
+])
+def test_bad_params_name_field_and_range(field, value, code):
+    with pytest.raises(ParamError) as info:
+        SamplingParams.from_dict({field: value})
+    assert info.value.field == field and info.value.code == code
+    assert field in str(info.value)
+
+
+def test_max_new_tokens_cap():
+    with pytest.raises(ParamError, match=r"max_new_tokens: must be \[1, 100\]"):
+        SamplingParams.from_dict({"max_new_tokens": 101}, max_new_tokens_cap=100)
