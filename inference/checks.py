@@ -14,9 +14,11 @@ def causal_mask_check(loaded, ids: list[int], change_at: int, replacement: int) 
         raise ValueError(f"change_at must be in [1, {len(ids) - 1}], got {change_at}")
     changed = list(ids)
     changed[change_at] = replacement
-    batch = torch.tensor([ids, changed], device=loaded.model.device)  # (2, seq)
-    hidden = loaded.model(input_ids=batch, output_hidden_states=True).hidden_states  # layers+1 x (2, seq, hidden)
-    moved = torch.stack([(h[0] - h[1]).abs().amax(dim=-1) for h in hidden]).amax(dim=0)  # (seq,)
+    # Two separate passes of the same shape, not one batch: a batch row may take a different summation
+    # order in the matmuls and differ in the last bit, which is not what this check is about.
+    runs = [loaded.model(input_ids=torch.tensor([seq], device=loaded.model.device), output_hidden_states=True).hidden_states
+            for seq in (ids, changed)]  # 2 x (layers + 1) x (1, seq, hidden)
+    moved = torch.stack([(a[0] - b[0]).abs().amax(dim=-1) for a, b in zip(*runs)]).amax(dim=0)  # (seq,)
     return {"change_at": change_at, "original": ids[change_at], "replacement": replacement,
             "max_abs_change": [float(x) for x in moved.tolist()],
             "earlier_unchanged": bool((moved[:change_at] == 0).all())}
@@ -32,14 +34,17 @@ def weights_checksum(model) -> dict:
     return {"sum": total, "abs_sum": absolute, "parameters": sum(p.numel() for p in model.parameters())}
 
 
-def causal_position(prompt_ids: list[int], special_ids: set[int]) -> int | None:
-    """The last ordinary (non-special) prompt token: the 'later token' the causal-mask check replaces."""
-    ordinary = [i for i, t in enumerate(prompt_ids) if t not in special_ids and i > 0]
-    return ordinary[-1] if ordinary else None
+def causal_position(prompt_ids: list[int], special_ids: set[int], decode) -> int | None:
+    """The last word-like prompt token: the 'later token' the causal-mask check replaces."""
+    words = [i for i, t in enumerate(prompt_ids) if i > 0 and t not in special_ids and decode([t]).strip().isalpha()]
+    ordinary = [i for i, t in enumerate(prompt_ids) if i > 0 and t not in special_ids]
+    return (words or ordinary or [None])[-1]
 
 
-def replacement_token(original: int, vocab_size: int, special_ids: set[int]) -> int:
-    candidate = (original + 1) % vocab_size
-    while candidate in special_ids or candidate == original:
-        candidate = (candidate + 1) % vocab_size
-    return candidate
+def replacement_token(original: int, vocab_size: int, special_ids: set[int], decode) -> int:
+    """A different, word-like token (so the page can show the swap legibly)."""
+    for offset in range(1, vocab_size):
+        candidate = (original + offset) % vocab_size
+        if candidate not in special_ids and decode([candidate]).strip().isalpha():
+            return candidate
+    return (original + 1) % vocab_size

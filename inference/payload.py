@@ -98,7 +98,7 @@ SCHEMA: dict[str, dict] = {
         "type": ("str", "\"check\""), "schema_version": ("int", ""),
         "name": ("str", "causal_mask | weights_unchanged | embedding_rows_unchanged"),
         "passed": ("bool", "whether the claim held on this run"),
-        "data": ("object", "what was measured (per check: see the article's \"What did not happen\")"),
+        "data": ("object", "what was measured. causal_mask: {change_at, original: {id, text}, replacement: {id, text}, max_abs_change: [per position], earlier_unchanged}; weights_unchanged: {checksum_before, checksum_after, abs_sum_before, abs_sum_after, parameters} (float64 sums of every parameter, at load and after the run); embedding_rows_unchanged: {rows: [{position, id, norm_before, norm_after}], max_abs_change}"),
     },
     "retemper": {
         "type": ("str", "\"retemper\""), "schema_version": ("int", ""), "step": ("int", ""),

@@ -1,6 +1,7 @@
 """From chat messages (or raw text, or raw ids) to prompt token ids, with the template and spans."""
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 
 ROLES = ("system", "user", "assistant")
@@ -22,6 +23,7 @@ class Prompt:
     spans: list[dict] = field(default_factory=list)  # [{role, start, end}] character spans in text
     offsets: list[list[int]] = field(default_factory=list)  # per token [start, end) byte offsets in text
     messages: list[dict] = field(default_factory=list)
+    tokenize_ms: float = 0.0  # template + tokenizer
 
 
 def validate_messages(messages) -> list[dict]:
@@ -57,6 +59,13 @@ def byte_offsets(text: str, char_offsets: list[tuple[int, int]]) -> list[list[in
 
 
 def build_prompt(tokenizer, messages=None, text=None, input_ids=None) -> Prompt:
+    started = time.perf_counter()
+    prompt = _build(tokenizer, messages, text, input_ids)
+    prompt.tokenize_ms = round((time.perf_counter() - started) * 1e3, 3)
+    return prompt
+
+
+def _build(tokenizer, messages, text, input_ids) -> Prompt:
     given = [x is not None for x in (messages, text, input_ids)]
     if sum(given) != 1:
         raise PromptError("prompt", "give exactly one of messages, text or input_ids")

@@ -93,7 +93,7 @@ def prefill_view(session, forward: dict) -> dict:
         "lens": lens_view(session, hidden[:, -1], forward["logits"]),
         "logits": logits_view(session, forward["logits"]),
         "kv": session.kv(),
-        "timing": {"forward_ms": round(forward["forward_ms"], 3), "capture_ms": 0.0, "tokenize_ms": 0.0},
+        "timing": {"forward_ms": round(forward["forward_ms"], 3), "capture_ms": 0.0, "tokenize_ms": prompt.tokenize_ms},
     }
 
 

@@ -13,10 +13,10 @@ def check_message(name: str, passed: bool, data: dict) -> dict:
 def causal_mask(session) -> dict:
     """Replace the prompt's last ordinary token: every earlier position's hidden state must not move."""
     ids, tok = session.prompt.ids, session.tokenizer
-    position = checks.causal_position(ids, session.special_ids)
+    position = checks.causal_position(ids, session.special_ids, tok.decode)
     if position is None:
         return check_message("causal_mask", True, {"change_at": None, "reason": "the prompt has no later token to change"})
-    replacement = checks.replacement_token(ids[position], session.description.vocab_size, session.special_ids)
+    replacement = checks.replacement_token(ids[position], session.description.vocab_size, session.special_ids, tok.decode)
     result = checks.causal_mask_check(session.loaded, ids, position, replacement)
     result["original"] = {"id": ids[position], "text": piece(tok, ids[position])}
     result["replacement"] = {"id": replacement, "text": piece(tok, replacement)}
@@ -39,6 +39,7 @@ def after_run(session, rows_before: torch.Tensor, weights_before: dict) -> list[
     return [
         check_message("embedding_rows_unchanged", change == 0.0, {"rows": rows, "max_abs_change": change}),
         check_message("weights_unchanged", weights_after == weights_before,
-                      {"checksum_before": weights_before, "checksum_after": weights_after,
+                      {"checksum_before": weights_before["sum"], "checksum_after": weights_after["sum"],
+                       "abs_sum_before": weights_before["abs_sum"], "abs_sum_after": weights_after["abs_sum"],
                        "parameters": weights_after["parameters"]}),
     ]

@@ -14,7 +14,7 @@ from inference.engine import ContextWindowError, GenerationSession, SessionError
 from inference.kept import NotKept
 from inference.loading import ModelNotAvailable
 from inference.ondemand import DetailError, detail, retemper
-from inference.prompting import PromptError, build_prompt
+from inference.prompting import PromptError, build_prompt, validate_messages
 from inference.sampling import ParamError, SamplingParams
 from inference.views import done_view, session_view
 
@@ -60,6 +60,10 @@ class VisitorRun:
             raise exc if isinstance(exc, ProtocolError) else _wrapped(exc)
 
     async def _open(self, fields: dict) -> None:
+        # Refuse bad parameters and messages before anything waits on the model.
+        params = SamplingParams.from_dict(fields["params"], max_new_tokens_cap=settings.EXPLAINER_MAX_NEW_TOKENS)
+        if fields["messages"] is not None:
+            fields["messages"] = validate_messages(fields["messages"])
         if not model_registry.is_loaded():
             await self.send({"type": "status", "state": "loading", "message": "Loading the model…"})
         try:
@@ -67,7 +71,6 @@ class VisitorRun:
         except ModelNotAvailable as exc:
             raise ProtocolError("model_error", str(exc)) from None
         self.device = loaded.description.device
-        params = SamplingParams.from_dict(fields["params"], max_new_tokens_cap=settings.EXPLAINER_MAX_NEW_TOKENS)
         prompt = await run_on(self.device, lambda: build_prompt(loaded.tokenizer, messages=fields["messages"], text=fields["text"]))
         if len(prompt.ids) > settings.EXPLAINER_MAX_PROMPT_TOKENS:
             raise ProtocolError("out_of_range", f"the prompt has {len(prompt.ids)} tokens; the limit is "

@@ -10,15 +10,16 @@ ROLE_TOKENS = {"system": "<|system|>", "user": "<|user|>", "assistant": "<|assis
 END_TOKEN, PAD_TOKEN = "<|end|>", "<|pad|>"
 SPECIAL_TOKENS = [PAD_TOKEN, END_TOKEN, *ROLE_TOKENS.values()]
 
-# Each message is "<|role|>\n{content}<|end|>\n"; the generation prompt opens an assistant turn.
+# Each message is "<|role|>\n{content}<|end|>"; the generation prompt "<|assistant|>\n" opens the
+# assistant turn exactly as it starts in training.
 CHAT_TEMPLATE = (
     "{%- for message in messages -%}"
     "{%- if message['role'] not in ['system', 'user', 'assistant'] -%}"
     "{{ raise_exception('role must be system, user or assistant, not ' ~ message['role']) }}"
     "{%- endif -%}"
-    "<|{{ message['role'] }}|>\n{{ message['content'] }}<|end|>\n"
+    "<|{{ message['role'] }}|>\n{{ message['content'] }}<|end|>"
     "{%- endfor -%}"
-    "{%- if add_generation_prompt -%}<|assistant|>\n{%- endif -%}"
+    "{%- if add_generation_prompt %}<|assistant|>\n{% endif -%}"
 )
 
 

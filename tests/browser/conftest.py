@@ -24,7 +24,7 @@ def free_port() -> int:
 
 
 @pytest.fixture(scope="session")
-def live_server():
+def site_url():
     """Daphne serving the site on the bundled model; stopped at the end of the session."""
     port = free_port()
     env = {**os.environ, "EXPLAINER_MODEL": os.environ.get("EXPLAINER_TEST_MODEL", "bundled"), "HF_HUB_OFFLINE": "1",

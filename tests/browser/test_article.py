@@ -25,8 +25,8 @@ def attr(page, selector: str, name: str) -> str:
     return element.get_attribute(name)
 
 
-def run_prompt(page, live_server, frames, text=PROMPT, max_new_tokens=12):
-    page.goto(live_server + "/")
+def run_prompt(page, site_url, frames, text=PROMPT, max_new_tokens=12):
+    page.goto(site_url + "/")
     page.wait_for_function("document.querySelector('#messages textarea') !== null")
     page.locator("#messages textarea").first.fill(text)
     page.locator("input[name=max_new_tokens]").fill(str(max_new_tokens))
@@ -43,9 +43,9 @@ def run_prompt(page, live_server, frames, text=PROMPT, max_new_tokens=12):
             ("session", "prefill", "step", "done", "check", "error")}
 
 
-def test_every_section_draws_this_run(page, live_server):
+def test_every_section_draws_this_run(page, site_url):
     frames = collect_frames(page)
-    run = run_prompt(page, live_server, frames)
+    run = run_prompt(page, site_url, frames)
     assert not run["error"], run["error"]
     prefill, steps, done = run["prefill"][-1], run["step"], run["done"][-1]
     last = steps[-1]
@@ -75,12 +75,12 @@ def test_every_section_draws_this_run(page, live_server):
     assert not page.errors, page.errors
 
 
-def test_model_text_stays_text(page, live_server):
+def test_model_text_stays_text(page, site_url):
     """A prompt full of markup: the template diagram shows it as text and no script runs."""
     frames = collect_frames(page)
     page.add_init_script("window.__xss = 0")
     evil = "<img src=x onerror=\"window.__xss=1\"><script>window.__xss=2</script>"
-    run = run_prompt(page, live_server, frames, text=evil, max_new_tokens=3)
+    run = run_prompt(page, site_url, frames, text=evil, max_new_tokens=3)
     assert not run["error"]
     template = page.locator("he-template")
     template.scroll_into_view_if_needed()
@@ -89,10 +89,10 @@ def test_model_text_stays_text(page, live_server):
     assert page.locator("he-template img, he-tokens img, #reply img, he-template script").count() == 0
 
 
-def test_phone_width_has_no_horizontal_scroll(browser, live_server):
+def test_phone_width_has_no_horizontal_scroll(browser, site_url):
     context = browser.new_context(viewport={"width": 390, "height": 844})
     page = context.new_page()
-    page.goto(live_server + "/")
+    page.goto(site_url + "/")
     width = page.evaluate("document.documentElement.scrollWidth")
     context.close()
     assert width <= 400

@@ -46,7 +46,7 @@ async def test_full_run():
     comm = await connect()
     await comm.send_json_to(START)
     seen = await until(comm, "done")
-    kinds = [m["type"] for m in seen]
+    kinds = [m["type"] for m in seen if m["type"] != "status"]
     assert kinds[:2] == ["session", "prefill"] and kinds.count("step") == 6
     assert next(m for m in seen if m["type"] == "check")["name"] == "causal_mask"
     checks = [await comm.receive_json_from(timeout=30) for _ in range(2)]

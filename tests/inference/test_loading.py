@@ -62,8 +62,8 @@ def test_chat_template_renders_roles_and_generation_prompt(bundled):
     messages = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "What is a mole?"},
                 {"role": "assistant", "content": "A spot."}, {"role": "user", "content": "And a biopsy?"}]
     text = bundled.tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
-    assert text == ("<|system|>\nBe brief.<|end|>\n<|user|>\nWhat is a mole?<|end|>\n"
-                    "<|assistant|>\nA spot.<|end|>\n<|user|>\nAnd a biopsy?<|end|>\n<|assistant|>\n")
+    assert text == ("<|system|>\nBe brief.<|end|><|user|>\nWhat is a mole?<|end|>"
+                    "<|assistant|>\nA spot.<|end|><|user|>\nAnd a biopsy?<|end|><|assistant|>\n")
     ids = bundled.tokenizer.apply_chat_template(messages, add_generation_prompt=True, return_dict=True)["input_ids"]
     specials = {bundled.tokenizer.convert_tokens_to_ids(t) for t in ("<|system|>", "<|user|>", "<|assistant|>", "<|end|>")}
     assert specials <= set(ids)

@@ -67,7 +67,7 @@ def test_draw_lands_where_u_falls_on_the_cumulative_distribution():
     expected = int(order[int((cumulative <= u).sum())])
     assert result.token_id == expected
     assert result.draw["cumulative_before"] <= u < result.draw["cumulative_after"] + 1e-9
-    assert math.isclose(result.prob, float(probs[expected]), rel_tol=1e-9)
+    assert math.isclose(result.prob, float(probs[expected]), rel_tol=1e-6)  # float32 softmax
 
 
 def test_greedy_takes_argmax_and_rolls_no_dice():
