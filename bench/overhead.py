@@ -124,8 +124,10 @@ def run_plain(loaded: LoadedModel, ids: list[int], new_tokens: int) -> dict:
         pad = (eos[0] if isinstance(eos, (list, tuple)) else eos) if eos is not None else 0
     sync(model.device)
     t0 = time.perf_counter()
+    # Both stop at the model's EOS (min_new_tokens would mask EOS and change the argmax): the same rule
+    # the traced session runs under, so both produce the same tokens.
     out = model.generate(input_ids, attention_mask=torch.ones_like(input_ids), max_new_tokens=new_tokens,
-                         min_new_tokens=new_tokens, do_sample=False, pad_token_id=pad)
+                         do_sample=False, pad_token_id=pad)
     sync(model.device)
     ms = (time.perf_counter() - t0) * 1e3
     return {"ms": ms, "tokens": out[0, len(ids):].tolist()}
@@ -137,7 +139,6 @@ def run_traced(loaded: LoadedModel, prompt, new_tokens: int, lens: str) -> dict:
     sync(device)
     t0 = time.perf_counter()
     session = GenerationSession(loaded, prompt, SamplingParams(temperature=0, max_new_tokens=new_tokens), lens=lens)
-    session.eos_ids = set()  # a greedy random model may pick EOS; the comparison needs all N tokens
     payload = session.prefill()
     s0 = time.perf_counter()
     frame = json.dumps(payload, separators=SEPARATORS)

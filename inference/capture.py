@@ -11,8 +11,8 @@ from .adapters import FamilyAdapter
 
 LENS_TOP = 5  # tokens per layer in the logit lens
 HEAD_TOP_KEYS = 3  # strongest keys kept per head in attention summaries
-LENS_FULL_BUDGET = 400_000  # layers x vocab above which the lens reads a subset of layers by default
-LENS_SUBSET = 4  # layers read (besides the last) by default on large models; all on demand
+LENS_FULL_BUDGET = 400_000  # layers x vocab up to which every layer is read by default (small models)
+LENS_COST_SHARE = 0.08  # otherwise: intermediate layers read so the lens costs about this share of a forward
 
 
 @contextmanager
@@ -31,16 +31,22 @@ def residual_stream(model, adapter: FamilyAdapter):
             handle.remove()
 
 
-def lens_layers(num_layers: int, vocab_size: int, mode: str = "auto") -> list[int]:
-    """Which layers the logit lens reads: all of them, or (large models, by default) a few and the last.
+def lens_layers(num_layers: int, vocab_size: int, mode: str = "auto", parameters: int = 0, hidden_size: int = 0) -> list[int]:
+    """Which layers the logit lens reads by default: all of them on small models; on large ones the last
+    (whose lens is the model's own logits, free) and as many evenly spaced layers as the cost share allows
+    (none on a SmolLM2-135M shape, where one read costs ~20% of the forward pass).
 
-    Each read layer costs one LM-head matmul over the whole vocabulary; on a 30-layer, 49k-vocab model
-    reading all of them would cost more than the forward pass itself.
+    Each read costs one LM-head matmul over the whole vocabulary (2 x hidden x vocab FLOPs, against about
+    2 x parameters for the forward pass): on a 30-layer, 49k-vocabulary model reading every layer would
+    cost more than the forward itself. Every layer stays available on demand (detail what=lens).
     """
     if mode == "all" or (mode == "auto" and num_layers * vocab_size <= LENS_FULL_BUDGET):
         return list(range(num_layers))
-    stride = num_layers / (LENS_SUBSET + 1)
-    return sorted({round(stride * (i + 1)) - 1 for i in range(LENS_SUBSET)} | {num_layers - 1})
+    per_read = hidden_size * vocab_size
+    reads = round(LENS_COST_SHARE * parameters / per_read) if per_read and parameters else 4
+    reads = max(0, min(reads, num_layers - 1))
+    stride = num_layers / (reads + 1)
+    return sorted({round(stride * (i + 1)) - 1 for i in range(reads)} | {num_layers - 1})
 
 
 @torch.no_grad()

@@ -47,7 +47,8 @@ class GenerationSession:
         if len(prompt.ids) + params.max_new_tokens > window:
             raise ContextWindowError("max_new_tokens", f"prompt ({len(prompt.ids)} tokens) + max_new_tokens "
                                      f"({params.max_new_tokens}) exceeds the context window ({window})", "context_window")
-        self.lens_layers = lens_layers(self.description.layers, self.description.vocab_size, lens)
+        d = self.description
+        self.lens_layers = lens_layers(d.layers, d.vocab_size, lens, d.parameters, d.hidden_size)
         self.kept = KeptSteps(keep_budget_bytes) if keep_budget_bytes else KeptSteps()
         self.eos_ids = eos_token_ids(loaded)
         self.special_ids = set(self.tokenizer.all_special_ids)

@@ -50,6 +50,7 @@ def detail(session, what: str, step: int | None = None, layer: int | None = None
         return {**out, "data": packed(matrix)}
     hidden = session.kept.get(step, "hidden")  # (layers + 1, [P,] hidden)
     if step == 0:
+        position = hidden.shape[1] - 1 if position is None and what == "lens" else position  # lens: the last position
         position = _index("position", position, hidden.shape[1])
         hidden = hidden[:, position]
     if what == "hidden":

@@ -4,6 +4,7 @@
 import { HeElement, el, caption, showPiece, heat, fmt } from "../lib/base-element.js";
 import { unpack, at } from "../lib/packed.js";
 import { matrix, scroller, knownPieces } from "../lib/grid.js";
+import { detailKey, requestFromServer } from "../run-state.js";
 
 const SVG = "http://www.w3.org/2000/svg";
 const svg = (tag, attrs = {}, text) => {
@@ -92,7 +93,10 @@ class HeLayers extends HeElement {
     pick.value = String(chosenStep);
     pick.addEventListener("change", () => { const v = Number(pick.value); this.#lens = v === n ? null : v; this.render(state); });
     const step = chosenStep ? state.steps[chosenStep - 1] : null;
-    const lens = (step ? step.lens : state.prefill.lens) || [];
+    const sent = (step ? step.lens : state.prefill.lens) || [];
+    // Large models send the lens for a few layers only; every layer comes on demand (detail what=lens).
+    const full = state.details[detailKey({ what: "lens", step: chosenStep })]?.lens;
+    const lens = full || sent;
     const chosen = step?.token ?? null;
     const top = (step ? step.logits?.top : state.prefill.logits?.top)?.[0] ?? null;
     const pieces = knownPieces(state);
@@ -100,6 +104,12 @@ class HeLayers extends HeElement {
     const label = el("label", {}, "Prediction for ");
     label.append(pick);
     controls.append(label);
+    const layers = state.model?.layers ?? lens.length;
+    if (!full && lens.length < layers) {
+      const more = el("button", { type: "button", class: "secondary" }, `Read all ${layers} layers`);
+      more.addEventListener("click", () => { more.disabled = true; requestFromServer(this, { type: "detail", what: "lens", step: chosenStep }); });
+      controls.append(more);
+    }
     if (!lens.length) return [controls, el("p", { class: "he-empty" }, "No logit-lens rows were captured for this position.")];
 
     const k = Math.max(...lens.map((r) => r.ids.length));
