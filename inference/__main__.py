@@ -1,7 +1,10 @@
-"""``python -m inference``: trace a run, size a KV cache, print the payload schema.
+"""``python -m inference``: trace a run, size a KV cache, serving experiments, print the payload schema.
 
     python -m inference trace --model bundled --prompt "What does mole mean?" --max-new-tokens 16
     python -m inference kv --config bundled --dtype float16 --tokens 2048
+    python -m inference speculative --target bundled --draft inference/bundled_draft --prompt "What is a mole?" --k 4
+    python -m inference batch --model bundled --prompt "What is a mole?" --batch-sizes 1,2,4,8
+    python -m inference quantize --model bundled --bits 8 --prompt "What is a mole?"
     python -m inference schema
 """
 from __future__ import annotations
@@ -10,7 +13,7 @@ import argparse
 import json
 import sys
 
-from .kvstats import DTYPE_BYTES, kv_formula, load_config_json
+from .kvstats import DTYPE_BYTES, known_configs, kv_formula, kv_table, load_config_json
 
 
 def trace(args) -> int:
@@ -44,8 +47,58 @@ def emit(obj: dict) -> None:
 
 
 def kv(args) -> int:
+    if args.known:
+        emit({"dtype": args.dtype, "rows": kv_table(known_configs(), [args.tokens], args.dtype)})
+        return 0
+    if not args.config:
+        raise ValueError("kv needs --config (a config.json, a model folder, or bundled) or --known")
     emit(kv_formula(load_config_json(args.config), args.dtype, args.tokens))
     return 0
+
+
+def prompt_ids(loaded, args) -> list[int]:
+    """--prompt (one user message) or --messages (JSON), rendered with the model's chat template."""
+    from .prompting import build_prompt
+
+    messages = json.loads(args.messages) if args.messages else [{"role": "user", "content": args.prompt}]
+    return build_prompt(loaded.tokenizer, messages=messages).ids
+
+
+def speculative(args) -> int:
+    from .loading import load_model
+    from .speculative import speculative_report
+
+    target, draft = load_model(args.target, device=args.device), load_model(args.draft, device=args.device)
+    emit(speculative_report(target, draft, prompt_ids(target, args), args.max_new_tokens, args.k,
+                            temperature=args.temperature, seed=args.seed))
+    return 0
+
+
+def batch(args) -> int:
+    from .batching import batch_experiment
+    from .loading import load_model
+
+    loaded = load_model(args.model, device=args.device)
+    sizes = tuple(int(x) for x in args.batch_sizes.split(","))
+    emit(batch_experiment(loaded, prompt_ids(loaded, args), sizes, args.max_new_tokens))
+    return 0
+
+
+def quantize(args) -> int:
+    from .loading import load_model
+    from .quantize import quantize_experiment
+
+    loaded = load_model(args.model, device=args.device)
+    emit(quantize_experiment(loaded, prompt_ids(loaded, args), args.bits, args.max_new_tokens))
+    return 0
+
+
+def add_prompt(p: argparse.ArgumentParser) -> None:
+    source = p.add_mutually_exclusive_group(required=True)
+    source.add_argument("--prompt", help="one user message, rendered with the chat template")
+    source.add_argument("--messages", help='JSON list of {"role", "content"}')
+    p.add_argument("--max-new-tokens", type=int, default=32)
+    p.add_argument("--device", default="auto")
 
 
 def schema(_args) -> int:
@@ -76,10 +129,29 @@ def parser() -> argparse.ArgumentParser:
     t.add_argument("--lens", choices=["auto", "all"], default="auto", help="logit lens on every layer, or a subset on large models")
     t.set_defaults(func=trace)
     k = sub.add_parser("kv", help="KV-cache bytes per token and for N tokens, from a config")
-    k.add_argument("--config", required=True, help="a config.json, a model folder, or bundled")
+    k.add_argument("--config", help="a config.json, a model folder, or bundled")
+    k.add_argument("--known", action="store_true", help="every shipped config (OPT-13B, Llama-2/3, Mistral, a 1M context)")
     k.add_argument("--dtype", default="float16", choices=sorted(DTYPE_BYTES))
     k.add_argument("--tokens", type=int, default=1)
     k.set_defaults(func=kv)
+    sp = sub.add_parser("speculative", help="speculative decoding: a draft proposes k tokens, the target checks them")
+    sp.add_argument("--target", required=True)
+    sp.add_argument("--draft", required=True)
+    sp.add_argument("--k", type=int, default=4)
+    sp.add_argument("--temperature", type=float, default=0.0)
+    sp.add_argument("--seed", type=int, default=0)
+    add_prompt(sp)
+    sp.set_defaults(func=speculative)
+    b = sub.add_parser("batch", help="the same prompt alone and batched: throughput and last-bit differences")
+    b.add_argument("--model", default=None)
+    b.add_argument("--batch-sizes", default="1,2,4,8")
+    add_prompt(b)
+    b.set_defaults(func=batch)
+    q = sub.add_parser("quantize", help="weight-only quantization: bytes, decode speed, how far the logits move")
+    q.add_argument("--model", default=None)
+    q.add_argument("--bits", type=int, default=8)
+    add_prompt(q)
+    q.set_defaults(func=quantize)
     s = sub.add_parser("schema", help="print the payload field tables (docs/protocol.md)")
     s.set_defaults(func=schema)
     return p

@@ -7,6 +7,7 @@ from pathlib import Path
 import torch
 
 DTYPE_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2, "int8": 1, "fp8": 1}
+KNOWN_CONFIGS = Path(__file__).resolve().parent / "kv_configs"  # real models' configs, for the calculator
 
 
 def config_dims(config) -> dict:
@@ -76,3 +77,21 @@ def cache_stats(cache, context_window: int) -> dict:
         "dtype": str(cache.layers[0].keys.dtype).replace("torch.", "") if seq_len else None,
         "layers": layers,
     }
+
+
+def known_configs() -> dict[str, dict]:
+    """The shipped configs (OPT-13B, Llama-2-7B, Llama-3-8B, Mistral-7B, a 1M-token Qwen2.5), by file stem."""
+    return {p.stem: json.loads(p.read_text()) for p in sorted(KNOWN_CONFIGS.glob("*.json"))}
+
+
+def kv_table(configs: dict[str, dict], tokens: list[int], dtype: str = "float16") -> list[dict]:
+    """The calculator's rows: bytes per token and for each token count, per config."""
+    rows = []
+    for key, config in configs.items():
+        per = kv_formula(config, dtype, 1)
+        rows.append({"key": key, "name": config.get("_name", key), "source": config.get("_source"),
+                     **{k: per[k] for k in ("layers", "kv_heads", "head_dim", "context_window", "sliding_window",
+                                            "bytes_per_token", "formula")},
+                     "query_heads": config.get("num_attention_heads") or config.get("n_head"),
+                     "totals": [{"tokens": n, "total_bytes": kv_formula(config, dtype, n)["total_bytes"]} for n in tokens]})
+    return rows

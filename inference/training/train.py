@@ -1,7 +1,8 @@
 """Build the corpus, train tokenizer and model, evaluate, and write the bundled model folder.
 
     python -m inference.training.train --out inference/bundled            # the default model
-    python -m inference.training.train --preset draft --out inference/bundled_draft
+    python -m inference.training.train --preset draft --tokenizer-from inference/bundled \
+        --out inference/bundled_draft --steps 1400   # the speculative-decoding draft: same vocabulary
 
 Seeded end to end: the same seed, steps and machine give the same weights.
 """
@@ -16,7 +17,7 @@ import time
 from pathlib import Path
 
 import torch
-from transformers import GenerationConfig, LlamaConfig, LlamaForCausalLM
+from transformers import AutoTokenizer, GenerationConfig, LlamaConfig, LlamaForCausalLM
 
 from .corpus import ARTICLE_PROMPT, build_exchanges
 from .model_card import EVAL_PROMPTS, greedy_answers, write_model_card
@@ -73,7 +74,10 @@ def train(args) -> dict:
     train_convs, valid_convs, held_out = build_exchanges(seed=args.seed)
     if args.max_conversations:
         train_convs = train_convs[: args.max_conversations]
-    tokenizer = train_tokenizer((m["content"] for c in train_convs for m in c), vocab_size=args.vocab_size)
+    if args.tokenizer_from:  # reuse another model's tokenizer (a draft must share its target's vocabulary)
+        tokenizer = AutoTokenizer.from_pretrained(args.tokenizer_from)
+    else:
+        tokenizer = train_tokenizer((m["content"] for c in train_convs for m in c), vocab_size=args.vocab_size)
     data, valid = pack(tokenizer, train_convs, WINDOW), pack(tokenizer, valid_convs, WINDOW)[: args.valid_windows]
     model = build_model(tokenizer, args.preset)
     optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr, betas=(0.9, 0.95), weight_decay=0.1)
@@ -93,7 +97,8 @@ def train(args) -> dict:
         if step % 50 == 0 or step == args.steps - 1:
             print(f"step {step}/{args.steps} loss {loss.item():.3f} ({time.time() - started:.0f}s)", flush=True)
     stats = {
-        "seed": args.seed, "preset": args.preset, "steps": args.steps, "batch": args.batch, "window": WINDOW,
+        "seed": args.seed, "preset": args.preset, "tokenizer_from": args.tokenizer_from,
+        "steps": args.steps, "batch": args.batch, "window": WINDOW,
         "tokens_seen": args.steps * args.batch * WINDOW, "train_tokens": data.numel(),
         "train_exchanges": len(train_convs), "valid_exchanges": len(valid_convs), "held_out_words": len(held_out),
         "valid_loss": round(validation_loss(model, valid, args.batch), 4),
@@ -124,6 +129,8 @@ def main(argv=None) -> None:
     p.add_argument("--batch", type=int, default=16)
     p.add_argument("--lr", type=float, default=3e-3)
     p.add_argument("--vocab-size", type=int, default=4096)
+    p.add_argument("--tokenizer-from", default=None, metavar="PATH",
+                   help="load the tokenizer from this model folder instead of training one (--vocab-size is then unused)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--valid-windows", type=int, default=256)

@@ -1,7 +1,7 @@
 // <he-context>: the context window vs the KV cache: positions used by the prompt and the reply, the
 // free rest, and the cache that speeds decoding inside the window without enlarging it.
 import { HeElement, el, caption, bytes } from "../lib/base-element.js";
-import { readout, hover, pct, int } from "./he-logits.js";
+import { readout, hover, pct, int } from "../lib/widgets.js";
 
 class HeContext extends HeElement {
   render(rs) {

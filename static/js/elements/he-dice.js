@@ -1,7 +1,7 @@
 // <he-dice>: the dice roll of one step: the cumulative distribution (tokens sorted by probability)
 // and where u landed on it; greedy steps take the argmax without dice.
 import { HeElement, el, caption, showPiece } from "../lib/base-element.js";
-import { StepPicker, mount, readout, hover, chip, pct, int } from "./he-logits.js";
+import { StepPicker, mount, readout, hover, chip, pct, int } from "../lib/widgets.js";
 
 class HeDice extends HeElement {
   render(rs) {

@@ -1,6 +1,6 @@
 // <he-filter>: top-k, top-p and min-p on one step: which candidates survive each filter.
 import { HeElement, el, caption, showPiece, fmt } from "../lib/base-element.js";
-import { StepPicker, mount, readout, hover, chip, textsOf, linkIds, int } from "./he-logits.js";
+import { StepPicker, mount, readout, hover, chip, textsOf, linkIds, int } from "../lib/widgets.js";
 
 const FILTERS = ["top_k", "top_p", "min_p"];
 const RULE = {

@@ -1,7 +1,7 @@
 // <he-kv>: the KV cache as it fills: real bytes per layer, bytes per token, share of the context
 // window, and what grouped-query attention saves.
 import { HeElement, el, caption, bytes } from "../lib/base-element.js";
-import { StepPicker, mount, readout, hover, pct, int } from "./he-logits.js";
+import { StepPicker, mount, readout, hover, pct, int } from "../lib/widgets.js";
 
 const DTYPE_BYTES = { float32: 4, float16: 2, bfloat16: 2, float64: 8, float8_e4m3fn: 1, float8_e5m2: 1, int8: 1, uint8: 1 };
 

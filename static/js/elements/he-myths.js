@@ -1,7 +1,7 @@
 // <he-myths>: "what did not happen": each myth answered by a check measured on this run.
 import { HeElement, el, caption, showPiece, fmt } from "../lib/base-element.js";
 import { unpack } from "../lib/packed.js";
-import { readout, hover, chip, int } from "./he-logits.js";
+import { readout, hover, chip, int } from "../lib/widgets.js";
 
 const WAIT = { status: "waiting", text: "waiting for the run" };
 

@@ -1,6 +1,6 @@
 // <he-sequence>: append and loop: the prompt tokens, then one token per step, each fed back in.
 import { HeElement, el, caption, showPiece } from "../lib/base-element.js";
-import { StepPicker, mount, readout, hover, chip, int } from "./he-logits.js";
+import { StepPicker, mount, readout, hover, chip, int } from "../lib/widgets.js";
 
 class HeSequence extends HeElement {
   render(rs) {

@@ -2,7 +2,7 @@
 // with a temperature slider that asks the server to re-apply the stages to this step's kept logits.
 import { HeElement, el, caption, showPiece, fmt } from "../lib/base-element.js";
 import { requestFromServer } from "../run-state.js";
-import { StepPicker, mount, readout, hover, chip, textsOf, linkIds, pct, int } from "./he-logits.js";
+import { StepPicker, mount, readout, hover, chip, textsOf, linkIds, pct, int } from "../lib/widgets.js";
 
 const WHAT = {
   repetition_penalty: "divides positive logits of tokens already in the sequence",

@@ -1,6 +1,6 @@
 // <he-stop>: why the run stopped: every stop condition with its numbers, the one that fired highlighted.
 import { HeElement, el, caption, showPiece } from "../lib/base-element.js";
-import { readout, hover, chip, pct, int } from "./he-logits.js";
+import { readout, hover, chip, pct, int } from "../lib/widgets.js";
 
 class HeStop extends HeElement {
   render(rs) {

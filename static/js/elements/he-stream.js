@@ -1,6 +1,6 @@
 // <he-stream>: detokenize and stream: every step's token id, its piece, and the text it released.
 import { HeElement, el, caption, showPiece } from "../lib/base-element.js";
-import { readout, hover, chip, int } from "./he-logits.js";
+import { readout, hover, chip, int } from "../lib/widgets.js";
 
 class HeStream extends HeElement {
   render(rs) {

@@ -1,0 +1,210 @@
+"""Speculative decoding (Leviathan, Kalman & Matias 2023): a small draft guesses, the target checks.
+
+Each round the draft proposes k tokens one at a time (k cheap forward passes with its own KV cache),
+then the target scores all k in ONE forward pass over them, which gives it k + 1 next-token
+distributions: one before each proposal and one after the last. Walking the proposals in order:
+
+    accept proposal x with probability min(1, p_target(x) / p_draft(x))
+    at the first rejection, emit a token from normalize(max(0, p_target - p_draft)) and stop
+    if all k are accepted, emit a bonus token from the target's last distribution
+
+Every emitted token is distributed exactly as if the target had sampled it alone. Greedy decoding
+(temperature 0) is the same rule with one-hot distributions: a proposal is accepted when it is the
+target's argmax, and the residual is the target's argmax itself, so the output equals the target's
+own greedy output. Both caches are then cropped back to what was kept, and the next round starts.
+
+    python -m inference.speculative --k 4     # bundled target + bundled_draft on the article prompt
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+
+import torch
+from transformers import DynamicCache
+
+from .engine import eos_token_ids, synchronize
+from .loading import LoadedModel, load_model
+
+DRAFT_DIR = Path(__file__).resolve().parent / "bundled_draft"
+
+
+class CachedModel:
+    """A model with its KV cache and a count of its forward passes; it feeds only what the cache lacks."""
+
+    def __init__(self, loaded: LoadedModel):
+        self.model = loaded.model
+        self.cache = DynamicCache(config=self.model.config)
+        self.forward_passes = 0
+
+    @torch.no_grad()
+    def logits(self, ids: list[int], keep: int) -> torch.Tensor:
+        """Run the ids the cache has not seen yet; return the logits of the last ``keep`` positions."""
+        new = ids[self.cache.get_seq_length():]
+        input_ids = torch.tensor([new], device=self.model.device)  # (1, new)
+        out = self.model(input_ids=input_ids, cache=self.cache, use_cache=True, logits_to_keep=keep)
+        self.cache = out.cache
+        self.forward_passes += 1
+        return out.logits[0].float().cpu()  # (keep, vocab)
+
+    def rewind(self, length: int) -> None:
+        """Keep the first ``length`` positions of the cache (crop(-n) drops the last n)."""
+        extra = self.cache.get_seq_length() - length
+        if extra > 0:  # crop(-0) would mean "keep nothing"
+            self.cache.crop(-extra)
+
+
+def check_shared_vocabulary(target: LoadedModel, draft: LoadedModel) -> None:
+    """The draft's token ids must mean the same tokens as the target's."""
+    t_size, d_size = target.model.config.vocab_size, draft.model.config.vocab_size
+    if t_size != d_size:
+        raise ValueError(f"draft and target must share a vocabulary: the target has {t_size} token ids, "
+                         f"the draft {d_size}")
+    if target.tokenizer is not draft.tokenizer and target.tokenizer.get_vocab() != draft.tokenizer.get_vocab():
+        raise ValueError("draft and target must share a vocabulary: same size, but the tokenizers map "
+                         "tokens to different ids")
+
+
+def distribution(logits: torch.Tensor, temperature: float) -> torch.Tensor:
+    """Next-token probabilities (..., vocab); temperature 0 gives a one-hot on the argmax."""
+    if temperature == 0:
+        return torch.nn.functional.one_hot(logits.argmax(-1), logits.shape[-1]).float()  # (..., vocab)
+    return torch.softmax(logits / temperature, dim=-1)  # (..., vocab)
+
+
+def accept_reject(p_target: torch.Tensor, p_draft: torch.Tensor, proposed: torch.Tensor,
+                  generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+    """The rejection rule at n independent positions: which proposals pass, and what replaces them.
+
+    p_target, p_draft: (n, vocab); proposed: (n,) ids drawn from p_draft.
+    Returns accepted (n,) bool and replacement (n,) ids drawn from normalize(max(0, p_target - p_draft)).
+    """
+    pick = proposed[:, None]  # (n, 1)
+    ratio = p_target.gather(-1, pick)[:, 0] / p_draft.gather(-1, pick)[:, 0].clamp_min(1e-30)  # (n,)
+    accepted = torch.rand(ratio.shape, generator=generator) < ratio  # (n,) P(accept) = min(1, ratio)
+    residual = (p_target - p_draft).clamp_min(0)  # (n, vocab), multinomial normalises it
+    nothing_left = residual.sum(-1, keepdim=True) <= 0  # (n, 1) p_target == p_draft: never rejected
+    residual = torch.where(nothing_left, p_target, residual)  # (n, vocab)
+    replacement = torch.multinomial(residual, 1, generator=generator)[:, 0]  # (n,)
+    return accepted, replacement
+
+
+def propose(draft: CachedModel, ids: list[int], k: int, temperature: float,
+            generator: torch.Generator) -> tuple[list[int], torch.Tensor]:
+    """The draft samples k tokens autoregressively; returns them and the distributions they came from."""
+    proposed, dists = [], []
+    for _ in range(k):
+        q = distribution(draft.logits(ids + proposed, keep=1)[0], temperature)  # (vocab,)
+        proposed.append(int(torch.multinomial(q, 1, generator=generator)))
+        dists.append(q)
+    return proposed, torch.stack(dists)  # k ids, (k, vocab)
+
+
+def speculative_round(target: CachedModel, draft: CachedModel, ids: list[int], k: int,
+                      temperature: float, generator: torch.Generator) -> dict:
+    """One round: k draft proposals, one target forward over them, accept a prefix, add one target token."""
+    proposed, q = propose(draft, ids, k, temperature, generator)  # k ids, (k, vocab)
+    p = distribution(target.logits(ids + proposed, keep=k + 1), temperature)  # (k + 1, vocab)
+    accepted, replacement = accept_reject(p[:k], q, torch.tensor(proposed), generator)  # (k,), (k,)
+    n = int(accepted.long().cumprod(0).sum())  # length of the accepted prefix
+    if n < k:  # the first rejected proposal is replaced by a draw from the residual
+        corrected, bonus = int(replacement[n]), None
+    else:  # all accepted: the target's distribution after the last proposal gives one more, for free
+        corrected, bonus = None, int(torch.multinomial(p[k], 1, generator=generator))
+    return {"proposed": proposed, "accepted": n, "rejected": proposed[n:], "corrected": corrected,
+            "bonus": bonus, "emitted": proposed[:n] + [bonus if corrected is None else corrected]}
+
+
+def speculative_decode(target: LoadedModel, draft: LoadedModel, input_ids: list[int], max_new_tokens: int,
+                       k: int, temperature: float = 0.0, seed: int = 0, eos_ids: set[int] | None = None) -> dict:
+    """Generate up to max_new_tokens tokens after input_ids; stops after an EOS id (default: the target's).
+
+    Each round records proposed ids, how many were accepted, the rejected ones (the first rejected
+    proposal and the unchecked ones after it), the corrected or bonus token, and the ids emitted
+    (the last round is cut at max_new_tokens or after an EOS id).
+    """
+    check_shared_vocabulary(target, draft)
+    if k < 1 or max_new_tokens < 1:
+        raise ValueError(f"k and max_new_tokens must be at least 1, got k={k}, max_new_tokens={max_new_tokens}")
+    eos_ids = eos_token_ids(target) if eos_ids is None else set(eos_ids)
+    generator = torch.Generator().manual_seed(seed)
+    t_model, d_model = CachedModel(target), CachedModel(draft)
+    ids, tokens, rounds = list(input_ids), [], []
+    started = time.perf_counter()
+    while len(tokens) < max_new_tokens:
+        remaining = max_new_tokens - len(tokens)
+        result = speculative_round(t_model, d_model, ids, min(k, remaining), temperature, generator)
+        result["emitted"] = cut_at_eos(result["emitted"][:remaining], eos_ids)
+        rounds.append(result)
+        tokens += result["emitted"]
+        ids += result["emitted"]
+        if tokens[-1] in eos_ids:
+            break
+        for m in (t_model, d_model):  # both caches keep everything but the newest token, fed next round
+            m.rewind(len(ids) - 1)
+    synchronize(target.model.device)
+    proposed = sum(len(r["proposed"]) for r in rounds)
+    return {"tokens": tokens, "rounds": rounds,
+            "acceptance_rate": sum(r["accepted"] for r in rounds) / proposed,
+            "target_forward_passes": t_model.forward_passes, "draft_forward_passes": d_model.forward_passes,
+            "spec_ms": (time.perf_counter() - started) * 1e3}
+
+
+def cut_at_eos(tokens: list[int], eos_ids: set[int]) -> list[int]:
+    for i, token in enumerate(tokens):
+        if token in eos_ids:
+            return tokens[: i + 1]
+    return tokens
+
+
+def greedy_tokens(loaded: LoadedModel, input_ids: list[int], max_new_tokens: int,
+                  eos_ids: set[int] | None = None) -> tuple[list[int], int, float]:
+    """The model's own greedy decoding, one cached forward per token: (tokens, forward passes, ms)."""
+    eos_ids = eos_token_ids(loaded) if eos_ids is None else set(eos_ids)
+    model, ids = CachedModel(loaded), list(input_ids)
+    started = time.perf_counter()
+    for _ in range(max_new_tokens):
+        ids.append(int(model.logits(ids, keep=1)[0].argmax()))
+        if ids[-1] in eos_ids:
+            break
+    synchronize(loaded.model.device)
+    return ids[len(input_ids):], model.forward_passes, (time.perf_counter() - started) * 1e3
+
+
+def speculative_report(target: LoadedModel, draft: LoadedModel, input_ids: list[int], max_new_tokens: int,
+                       k: int, temperature: float = 0.0, seed: int = 0) -> dict:
+    """Speculative decoding beside the target's own greedy decoding: same tokens? how much faster?"""
+    result = speculative_decode(target, draft, input_ids, max_new_tokens, k, temperature, seed)
+    target_tokens, target_passes, target_ms = greedy_tokens(target, input_ids, max_new_tokens)
+    return {**result, "k": k, "target_tokens": target_tokens, "target_alone_forward_passes": target_passes,
+            "target_ms": target_ms, "speedup": target_ms / result["spec_ms"],
+            "identical": result["tokens"] == target_tokens}
+
+
+def main(argv=None) -> None:
+    from .prompting import build_prompt
+    from .training.corpus import ARTICLE_PROMPT
+
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--target", default="bundled")
+    p.add_argument("--draft", default=str(DRAFT_DIR))
+    p.add_argument("--prompt", default=ARTICLE_PROMPT)
+    p.add_argument("--k", type=int, default=4)
+    p.add_argument("--max-new-tokens", type=int, default=40)
+    p.add_argument("--temperature", type=float, default=0.0)
+    p.add_argument("--seed", type=int, default=0)
+    args = p.parse_args(argv)
+    target, draft = load_model(args.target, device="cpu"), load_model(args.draft, device="cpu")
+    ids = build_prompt(target.tokenizer, messages=[{"role": "user", "content": args.prompt}]).ids
+    speculative_report(target, draft, ids, args.max_new_tokens, args.k, args.temperature, args.seed)  # warm-up
+    report = speculative_report(target, draft, ids, args.max_new_tokens, args.k, args.temperature, args.seed)
+    summary = {key: report[key] for key in ("k", "acceptance_rate", "target_forward_passes", "draft_forward_passes",
+                                            "target_alone_forward_passes", "spec_ms", "target_ms", "speedup", "identical")}
+    print(json.dumps({**summary, "tokens": len(report["tokens"]), "rounds": len(report["rounds"]),
+                      "text": target.tokenizer.decode(report["tokens"], skip_special_tokens=True)}, indent=2))
+
+
+if __name__ == "__main__":
+    main()
