@@ -83,3 +83,7 @@ EXPLAINER_MAX_SESSIONS = int(os.environ.get("EXPLAINER_MAX_SESSIONS", "8"))  # g
 EXPLAINER_MAX_PROMPT_TOKENS = int(os.environ.get("EXPLAINER_MAX_PROMPT_TOKENS", "384"))
 EXPLAINER_MAX_NEW_TOKENS = int(os.environ.get("EXPLAINER_MAX_NEW_TOKENS", "256"))
 EXPLAINER_MAX_FRAME_BYTES = int(os.environ.get("EXPLAINER_MAX_FRAME_BYTES", str(64 * 1024)))
+
+# The serving view: speculative decoding's draft model (shares the bundled model's tokenizer) and k.
+EXPLAINER_DRAFT_MODEL = os.environ.get("EXPLAINER_DRAFT_MODEL", str(BASE_DIR / "inference" / "bundled_draft"))
+EXPLAINER_SPECULATIVE_K = int(os.environ.get("EXPLAINER_SPECULATIVE_K", "4"))

@@ -100,6 +100,11 @@ SCHEMA: dict[str, dict] = {
         "passed": ("bool", "whether the claim held on this run"),
         "data": ("object", "what was measured. causal_mask: {change_at, original: {id, text}, replacement: {id, text}, max_abs_change: [per position], earlier_unchanged}; weights_unchanged: {checksum_before, checksum_after, abs_sum_before, abs_sum_after, parameters} (float64 sums of every parameter, at load and after the run); embedding_rows_unchanged: {rows: [{position, id, norm_before, norm_after}], max_abs_change}"),
     },
+    "serving": {
+        "type": ("str", "\"serving\""), "schema_version": ("int", ""),
+        "what": ("str", "prefill_decode | kv | capacity | batch | speculative | quantize"),
+        "data": ("object", "measured on this server. prefill_decode: inference.serving.prefill_decode (rows [{prompt_tokens, prefill_ms, decode_ms}], parameters, weight_bytes, kv_bytes_per_token, flops_per_token, decode_intensity, prefill_intensity{P}, prefill_tokens_per_s{P}, decode_tokens_per_s); kv: {dtype, tokens[], rows [{key, name, source, layers, query_heads, kv_heads, head_dim, context_window, sliding_window, bytes_per_token, formula, totals [{tokens, total_bytes}]}], formula}; capacity: {memory_bytes, context_tokens, dtype, weight_bytes, kv_bytes_per_visitor, visitors}; batch: inference.batching.batch_experiment; speculative: inference.speculative.speculative_report; quantize: inference.quantize.quantize_experiment"),
+    },
     "retemper": {
         "type": ("str", "\"retemper\""), "schema_version": ("int", ""), "step": ("int", ""),
         "params": ("object", "temperature, top_k, top_p, min_p applied"),

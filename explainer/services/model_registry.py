@@ -35,6 +35,19 @@ def initial_checksum() -> dict:
     return _checksum
 
 
+_draft: LoadedModel | None = None
+
+
+def get_draft() -> LoadedModel:
+    """The draft model for speculative decoding (settings.EXPLAINER_DRAFT_MODEL; it must share the vocabulary)."""
+    global _draft
+    if _draft is None:
+        with _lock:
+            if _draft is None:
+                _draft = load_model(settings.EXPLAINER_DRAFT_MODEL, device=settings.EXPLAINER_DEVICE)
+    return _draft
+
+
 def is_loaded() -> bool:
     return _loaded is not None
 
@@ -49,6 +62,6 @@ def model_status() -> dict:
 
 def reset() -> None:
     """Forget the loaded model (tests switch specs between cases)."""
-    global _loaded
+    global _loaded, _draft
     with _lock:
-        _loaded = None
+        _loaded = _draft = None

@@ -6,8 +6,8 @@ import logging
 
 from django.conf import settings
 
-from explainer.protocol import DETAIL_WHATS, ProtocolError, choice, integer, number, prompt_fields
-from explainer.services import checks, model_registry
+from explainer.protocol import DETAIL_WHATS, MEASURES, ProtocolError, choice, integer, number, prompt_fields
+from explainer.services import checks, measurements, model_registry
 from explainer.services.capacity import generating
 from explainer.services.executors import run_on
 from inference.engine import ContextWindowError, GenerationSession, SessionError
@@ -180,6 +180,14 @@ class VisitorRun:
         changes = {k: number(message, k) for k in ("temperature", "top_p", "min_p")}
         changes["top_k"] = integer(message, "top_k", 0, required=False)
         await self.send(await run_on(self.device, lambda: retemper(session, step, **changes)))
+
+    async def measure(self, message: dict) -> None:
+        """A serving-view measurement on this server's model (the visitor's prompt when there is a run)."""
+        what = choice(message, "what", MEASURES)
+        if not model_registry.is_loaded():
+            await self.send({"type": "status", "state": "loading", "message": "Loading the model…"})
+        device = self.device if self.session else (await run_on("loader", model_registry.get_model)).description.device
+        await self.send(await run_on(device, measurements.measure, what, message, self.session))
 
     async def end(self) -> None:
         """Cancel the stepping task and free the session's memory (on a new start or a disconnect)."""

@@ -175,3 +175,16 @@ async def test_foreign_origin_is_refused():
     comm = WebsocketCommunicator(application, "/ws/session/", headers=[(b"origin", b"http://evil.example")])
     connected, _ = await comm.connect()
     assert not connected
+
+
+@pytest.mark.parametrize("what", ["prefill_decode", "kv", "capacity"])
+async def test_measure_serving_figures(what):
+    comm = await connect()
+    await comm.send_json_to({"type": "measure", "what": what})
+    reply = (await until(comm, "serving"))[-1]
+    assert reply["what"] == what and reply["data"]
+    if what == "kv":
+        assert {r["key"]: r["bytes_per_token"] for r in reply["data"]["rows"]}["opt-13b"] == 819_200
+    await comm.send_json_to({"type": "measure", "what": "horoscope"})
+    assert (await until(comm, "error"))[-1]["code"] == "invalid_value"
+    await comm.disconnect()
