@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import statistics
 import time
 from pathlib import Path
 
@@ -195,16 +196,19 @@ def main(argv=None) -> None:
     p.add_argument("--max-new-tokens", type=int, default=40)
     p.add_argument("--temperature", type=float, default=0.0)
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--repeats", type=int, default=5, help="timed runs after a warm-up; medians are reported")
     args = p.parse_args(argv)
     target, draft = load_model(args.target, device="cpu"), load_model(args.draft, device="cpu")
     ids = build_prompt(target.tokenizer, messages=[{"role": "user", "content": args.prompt}]).ids
-    speculative_report(target, draft, ids, args.max_new_tokens, args.k, args.temperature, args.seed)  # warm-up
-    report = speculative_report(target, draft, ids, args.max_new_tokens, args.k, args.temperature, args.seed)
-    summary = {key: report[key] for key in ("k", "acceptance_rate", "target_forward_passes", "draft_forward_passes",
-                                            "target_alone_forward_passes", "spec_ms", "target_ms", "speedup", "identical")}
-    print(json.dumps({**summary, "tokens": len(report["tokens"]), "rounds": len(report["rounds"]),
+    runs = [speculative_report(target, draft, ids, args.max_new_tokens, args.k, args.temperature, args.seed)
+            for _ in range(args.repeats + 1)][1:]  # the first run warms up
+    report = runs[0]
+    keys = ("k", "acceptance_rate", "target_forward_passes", "draft_forward_passes", "target_alone_forward_passes",
+            "identical")
+    medians = {key: statistics.median(r[key] for r in runs) for key in ("spec_ms", "target_ms", "speedup")}
+    print(json.dumps({**{key: report[key] for key in keys}, **medians, "tokens": len(report["tokens"]),
+                      "rounds": len(report["rounds"]),
                       "text": target.tokenizer.decode(report["tokens"], skip_special_tokens=True)}, indent=2))
-
 
 if __name__ == "__main__":
     main()

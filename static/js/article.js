@@ -6,7 +6,7 @@ import { SessionClient } from "./client.js";
 const ELEMENTS = [
   "he-template", "he-tokens", "he-embeddings", "he-positions", "he-mask", "he-attention", "he-layers",
   "he-logits", "he-stages", "he-filter", "he-dice", "he-sequence", "he-kv", "he-stream", "he-stop",
-  "he-context", "he-myths",
+  "he-context", "he-myths", "he-timeline", "he-kvcalc", "he-batch", "he-speculative", "he-quant",
 ];
 const ROLES = ["system", "user", "assistant"];
 const DEFAULT_MESSAGES = [{ role: "user", content: "The mole on my face may need a biopsy. Explain this simply." }];

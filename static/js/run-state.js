@@ -13,19 +13,22 @@ export class RunState {
     this.details = {};     // `detail` payloads by detailKey(...)
     this.retempers = {};   // `retemper` payloads by step
     this.checks = {};      // `check` messages (live checks of "what did not happen") by name
+    this.serving = {};     // `serving` messages (measured on this server) by `what`
     this.version = 0;      // bumps on every change
   }
 
   /** Fold one server message into the state; returns true when it changed. */
   apply(msg) {
     switch (msg.type) {
-      case "session": Object.assign(this, new RunState(), { session: msg }); break;
+      // Serving measurements describe the server, not the run: a new run keeps them.
+      case "session": Object.assign(this, new RunState(), { session: msg, serving: this.serving }); break;
       case "prefill": this.prefill = msg; this.steps = []; this.done = null; break;
       case "step": this.steps.length = msg.step - 1; this.steps.push(msg); this.done = null; break;
       case "done": this.done = msg; break;
       case "detail": this.details[detailKey(msg)] = msg; break;
       case "retemper": this.retempers[msg.step] = msg; break;
       case "check": this.checks[msg.name] = msg; break;
+      case "serving": this.serving[msg.what] = msg; break;
       case "status": this.status = msg; break;
       case "busy": this.busy = msg; break;
       case "error": this.error = msg; break;

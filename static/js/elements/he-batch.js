@@ -1,0 +1,78 @@
+// <he-batch>: batching on this server. The visitor's prompt decoded alone and in batches with other
+// prompts: throughput against batch size, and how far row 0's logits and greedy tokens moved.
+import { HeElement, el, caption, fmt } from "../lib/base-element.js";
+import { readout, hover, int } from "../lib/widgets.js";
+import { Measure, bars } from "../lib/measure.js";
+
+/** A logit difference: exactly 0, or in scientific notation (they are tiny). */
+function diff(x) {
+  if (x == null || !Number.isFinite(x)) return "–";
+  return x === 0 ? "0 (identical)" : x.toExponential(2);
+}
+
+class HeBatch extends HeElement {
+  render(rs) {
+    this.measure ??= new Measure(this, "batch", { label: "Measure batching on this server" });
+    if (!this.view) {
+      this.view = el("div", { class: "hes-part" });
+      this.replaceChildren(this.measure.node, this.view);
+    }
+    const state = this.measure.sync(rs);
+    const data = state.data;
+    if (!data) {
+      delete this.dataset.batchSizes;
+      this.view.replaceChildren(this.measure.placeholder(state, "Press the button: the server decodes your prompt (or the article's, before you run one) "
+        + "alone and in batches of 2, 4 and 8 with other prompts, greedily, and compares."));
+      return;
+    }
+    const runs = data.runs;
+    this.dataset.batchSizes = runs.map((r) => r.batch_size).join(",");
+    const flips = runs.reduce((a, r) => a + r.flipped_tokens, 0);
+    this.dataset.flippedTokens = String(flips);
+    const line = readout("Hover or tap a bar or a row for its exact values.");
+
+    const throughput = bars(runs.map((r) => ({
+      label: `batch of ${r.batch_size}`, value: r.tokens_per_s, cls: "hes-t-forward",
+      text: `${fmt(r.tokens_per_s, 1)} tok/s${data.throughput_ratio[r.batch_size] != null ? ` (${fmt(data.throughput_ratio[r.batch_size], 2)}×)` : ""}`,
+      title: `batch of ${r.batch_size}: ${r.batch_size} rows decoded together in ${r.seconds} s = ${r.tokens_per_s} tokens/s over all rows, `
+        + `${data.throughput_ratio[r.batch_size] ?? "–"}× batch size 1`,
+    })), line);
+
+    const table = el("table", { class: "heb-table hes-drift" });
+    const head = el("tr");
+    for (const h of ["batch size", "max |logit difference|", "flipped tokens", "first flip", "padding"]) head.append(el("th", { scope: "col" }, h));
+    const thead = el("thead");
+    thead.append(head);
+    const body = el("tbody");
+    for (const r of runs) {
+      const tr = el("tr", { class: r.flipped_tokens ? "hes-flip" : null });
+      tr.append(el("td", {}, r.batch_size), el("td", { class: "hes-num" }, diff(r.max_abs_logit_diff)), el("td", { class: "hes-num" }, int(r.flipped_tokens)),
+        el("td", {}, r.first_flip == null ? "none" : `token ${r.first_flip + 1}: ${data.reference_tokens[r.first_flip]} → ${r.tokens[r.first_flip]}`),
+        el("td", { class: "hes-num" }, int(r.padding_tokens)));
+      hover(tr, `batch of ${r.batch_size}: row 0's logits differ from batch size 1 by at most ${r.max_abs_logit_diff} `
+        + `(over the steps before the first flip); ${r.flipped_tokens} of ${data.reference_tokens.length} greedy tokens differ`
+        + `${r.first_flip == null ? "" : `, first at token ${r.first_flip + 1} (id ${data.reference_tokens[r.first_flip]} became ${r.tokens[r.first_flip]})`}; `
+        + `${r.padding_tokens} pad positions`, line);
+      body.append(tr);
+    }
+    table.append(thead, body);
+    const scroll = el("div", { class: "heb-scroll" });
+    scroll.append(table);
+
+    const worst = Math.max(...runs.map((r) => r.max_abs_logit_diff));
+    const verdict = flips
+      ? `Here the batch changed your greedy reply: ${int(flips)} token${flips === 1 ? "" : "s"} flipped across the batch sizes, at temperature 0.`
+      : worst > 0
+        ? `Here the logits moved (by at most ${worst.toExponential(2)}) but no greedy token flipped: the top candidates were never close enough.`
+        : "Here the logits came out bit-for-bit identical: this machine's kernels did not change their arithmetic with the batch shape.";
+    this.view.replaceChildren(
+      el("p", { class: "heb-col-sub" }, "Throughput: tokens per second over every row of the batch, and the ratio to batch size 1:"), throughput,
+      el("p", { class: "heb-col-sub" }, `Your row (row 0) against decoding it alone, ${int(data.reference_tokens.length)} greedy tokens:`), scroll,
+      el("p", { class: "hes-callout" }, verdict), line,
+      caption(`Measured just now on this server's model (${data.model}): your ${int(data.prompt_tokens)}-token prompt decoded greedily for up to ${int(data.max_new_tokens)} tokens, `
+        + "alone and as row 0 of batches padded on the left with other prompts. The differences are exactly what this machine produced, "
+        + "and may well be 0; on other hardware and kernels they need not be."));
+  }
+}
+
+customElements.define("he-batch", HeBatch);

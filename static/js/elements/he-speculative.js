@@ -1,0 +1,80 @@
+// <he-speculative>: speculative decoding on this server. Each round the draft model proposes k tokens;
+// the target checks them all in one forward pass, keeps the agreeing prefix, and adds one of its own.
+import { HeElement, el, caption, fmt } from "../lib/base-element.js";
+import { readout, hover, chip, textsOf, pct, int } from "../lib/widgets.js";
+import { Measure, stats, bars, legend, ms } from "../lib/measure.js";
+
+class HeSpeculative extends HeElement {
+  render(rs) {
+    this.measure ??= new Measure(this, "speculative", { label: "Measure speculative decoding on this server" });
+    if (!this.view) {
+      this.view = el("div", { class: "hes-part" });
+      this.replaceChildren(this.measure.node, this.view);
+    }
+    const state = this.measure.sync(rs);
+    const data = state.data;
+    if (state.error) this.dataset.error = state.error.code; else delete this.dataset.error;
+    if (!data) {
+      delete this.dataset.acceptanceRate;
+      this.view.replaceChildren(this.measure.placeholder(state, "Press the button: a small draft model proposes tokens for your prompt "
+        + "(or the article's) and this server's model verifies them, greedily; then the model decodes alone for comparison."));
+      return;
+    }
+    this.dataset.acceptanceRate = String(data.acceptance_rate);
+    this.dataset.identical = String(data.identical);
+    const line = readout("Hover or tap a token or a number for its details.");
+    // Token texts where this page has seen them (the run's prompt and steps); otherwise the id alone.
+    const texts = textsOf(rs.prefill?.tokens, ...rs.steps.flatMap((s) => [[s.token], s.logits?.top, s.probs]));
+    const token = (id, cls, title) => {
+      const node = texts.has(id) ? chip(texts.get(id), id, cls) : el("span", { class: `heb-chip ${cls}`, "data-id": id });
+      if (!texts.has(id)) node.append(el("span", { class: "heb-id" }, `#${id}`));
+      return hover(node, title, line);
+    };
+
+    const list = el("ol", { class: "hes-rounds" });
+    data.rounds.forEach((r, i) => {
+      const item = el("li", { class: "hes-round" });
+      item.append(el("span", { class: "hes-round-label" }, `round ${i + 1}: ${r.accepted}/${r.proposed.length}`));
+      const chips = el("span", { class: "heb-chips" });
+      r.proposed.forEach((id, j) => {
+        if (j < r.accepted) chips.append(token(id, "hes-acc", `round ${i + 1}, proposal ${j + 1}: id ${id}, accepted (the target's own choice there)`));
+        else if (j === r.accepted) chips.append(token(id, "hes-rej", `round ${i + 1}, proposal ${j + 1}: id ${id}, rejected (the target chose otherwise)`));
+        else chips.append(token(id, "hes-skip", `round ${i + 1}, proposal ${j + 1}: id ${id}, discarded unchecked (after a rejection)`));
+      });
+      if (r.corrected != null) chips.append(token(r.corrected, "hes-corr", `round ${i + 1}: id ${r.corrected}, the target's token in place of the rejected one`));
+      if (r.bonus != null) chips.append(token(r.bonus, "hes-bonus", `round ${i + 1}: id ${r.bonus}, bonus token from the target's pass (all proposals accepted)`));
+      item.append(chips);
+      list.append(item);
+    });
+    const scroll = el("div", { class: "heb-scroll" });
+    scroll.append(list);
+
+    const n = data.tokens.length;
+    const alone = data.target_alone_forward_passes ?? data.target_tokens?.length;
+    const passes = bars([
+      { label: "speculative", value: data.target_forward_passes, text: `${int(data.target_forward_passes)} passes`, cls: "hes-t-prefill",
+        title: `target forward passes with the draft: ${data.target_forward_passes} for ${n} tokens (and ${data.draft_forward_passes} cheap draft passes)` },
+      { label: "target alone", value: alone ?? 0, text: `${int(alone)} passes`, cls: "hes-t-forward",
+        title: `target forward passes decoding alone: ${alone} for ${data.target_tokens?.length ?? "–"} tokens, one per token` },
+    ], line);
+    this.view.replaceChildren(
+      el("p", { class: `heb-big hes-identical ${data.identical ? "hes-yes" : "hes-no"}` },
+        `Identical to the target's own greedy output: ${data.identical ? "yes" : "no"}`),
+      stats([
+        ["acceptance rate", pct(data.acceptance_rate), `acceptance_rate = ${data.acceptance_rate}: accepted proposals / all proposals`],
+        ["tokens", int(n), `${n} tokens generated, ${data.rounds.length} rounds of up to k = ${data.k} proposals`],
+        ["target passes", int(data.target_forward_passes), `${data.target_forward_passes} target forward passes for ${n} tokens`],
+        ["draft passes", int(data.draft_forward_passes), `${data.draft_forward_passes} draft forward passes (one per proposal)`],
+        ["speed-up", `${fmt(data.speedup, 2)}×`, `target alone ${fmt(data.target_ms, 1)} ms / speculative ${fmt(data.spec_ms, 1)} ms = ${fmt(data.speedup, 3)}×`],
+      ], line),
+      el("p", { class: "heb-col-sub" }, `Forward passes of this server's model for ${int(n)} tokens:`), passes,
+      el("p", { class: "heb-col-sub" }, "Each round, the draft's proposals:"),
+      legend([["hes-acc", "accepted"], ["hes-rej", "first rejected"], ["hes-skip", "discarded"], ["hes-corr", "target's correction"], ["hes-bonus", "bonus"]]),
+      scroll, line,
+      caption(`Measured just now on this server: greedy speculative decoding with k = ${data.k}, ${int(n)} tokens in ${ms(data.spec_ms)} `
+        + `against ${ms(data.target_ms)} for the model alone. Token ids without text did not appear in your run. `
+        + "A speed-up below 1 means the draft cost more than it saved: with a target this small, its passes are already cheap."));
+  }
+}
+
+customElements.define("he-speculative", HeSpeculative);

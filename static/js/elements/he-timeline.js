@@ -1,0 +1,144 @@
+// <he-timeline>: prefill vs decode. (a) This run's own clock: the prefill pass, then every step's
+// forward pass, capture and sampling; time to first token, tokens/s, time per output token.
+// (b) On request, measured on this server: time to first token against prompt length, one decode
+// step's latency, and the arithmetic intensity that makes decode memory-bound.
+import { HeElement, el, caption, bytes, fmt } from "../lib/base-element.js";
+import { readout, hover, int } from "../lib/widgets.js";
+import { Measure, stats, bars, lineChart, legend, ms } from "../lib/measure.js";
+
+const KINDS = {
+  tokenize: ["hes-t-tok", "template + tokenizer"],
+  prefill: ["hes-t-prefill", "prefill forward pass (whole prompt)"],
+  forward: ["hes-t-forward", "decode forward pass (one token)"],
+  capture: ["hes-t-capture", "capture for the diagrams (this page's overhead)"],
+  sampling: ["hes-t-sampling", "sampling (processors, softmax, draw)"],
+};
+
+class HeTimeline extends HeElement {
+  render(rs) {
+    this.measure ??= new Measure(this, "prefill_decode", { label: "Measure prefill vs decode on this server" });
+    if (!this.runPart) {
+      this.runPart = el("div", { class: "hes-part" });
+      this.servedPart = el("div", { class: "hes-part" });
+      this.replaceChildren(el("h3", { class: "he-subhead" }, "Your run, on the clock"), this.runPart,
+        el("h3", { class: "he-subhead" }, "Prompt length against the wait"), this.measure.node, this.servedPart);
+    }
+    this.drawRun(rs);
+    this.drawMeasured(rs);
+  }
+
+  drawRun(rs) {
+    const pre = rs.prefill?.timing;
+    const steps = rs.steps;
+    if (!pre) { delete this.dataset.ttftMs; this.runPart.replaceChildren(caption("Waiting for the run: press Play and its prefill and steps are timed here.")); return; }
+    const ttft = steps[0]?.timing?.ttft_ms;
+    if (ttft != null) this.dataset.ttftMs = String(ttft); else delete this.dataset.ttftMs;
+    const line = readout("Hover or tap a segment or a bar for its exact time.");
+
+    // Every timed phase in order, on one millisecond axis.
+    const phases = [["tokenize", pre.tokenize_ms, "before the prefill"], ["prefill", pre.forward_ms, `${int(rs.prefill.tokens.length)} prompt tokens`],
+      ["capture", pre.capture_ms, "after the prefill"]];
+    steps.forEach((s, i) => {
+      const t = s.timing || {};
+      if (t.forward_ms) phases.push(["forward", t.forward_ms, `step ${i + 1}`]);
+      phases.push(["capture", t.capture_ms, `step ${i + 1}`], ["sampling", t.sampling_ms, `step ${i + 1}`]);
+    });
+    const summed = phases.reduce((a, p) => a + (p[1] || 0), 0);
+    const total = rs.done?.timing?.total_ms;
+    const scale = Math.max(summed, total || 0, ttft || 0) || 1;
+    const bar = el("div", { class: "hes-timeline" });
+    let at = 0;
+    for (const [kind, t, where] of phases) {
+      if (!t) continue;
+      const seg = el("div", { class: `hes-seg ${KINDS[kind][0]}`, style: `left:${(at / scale) * 100}%;width:${(t / scale) * 100}%` });
+      hover(seg, `${KINDS[kind][1]}, ${where}: ${ms(t)} (${fmt(t)} ms), from ${fmt(at)} to ${fmt(at + t)} ms`, line);
+      bar.append(seg);
+      at += t;
+    }
+    if (ttft != null) {
+      const mark = el("div", { class: "hes-mark", style: `left:${(ttft / scale) * 100}%` });
+      mark.append(el("span", { class: ttft / scale > 0.6 ? "hes-mark-label hes-left" : "hes-mark-label" }, `first token ${ms(ttft)}`));
+      hover(mark, `time to first token (steps[0].timing.ttft_ms): ${ttft} ms, prefill + first sampling`, line);
+      bar.append(mark);
+    }
+    const axis = el("div", { class: "heb-axis" });
+    axis.append(el("span", {}, "0 ms"), el("span", {}, `${fmt(scale, 1)} ms`));
+    const untimed = total != null && total > summed * 1.05 ? el("p", { class: "heb-col-sub" }, `The timed phases, laid end to end, add up to ${ms(summed)} of the ${ms(total)} end to end; `
+      + "the empty rest of the track is time no phase measured (sending each step to your browser, bookkeeping between steps).") : null;
+
+    // One column per forward pass: the prefill, then each decode step.
+    const cols = el("div", { class: "hes-cols" });
+    const passes = [{ label: "P", parts: [["prefill", pre.forward_ms], ["capture", pre.capture_ms]], title: "prefill" }]
+      .concat(steps.map((s, i) => ({ label: String(i + 1), title: `step ${i + 1} (${s.forward})`,
+        parts: [["forward", s.timing?.forward_ms], ["capture", s.timing?.capture_ms], ["sampling", s.timing?.sampling_ms]] })));
+    const tallest = Math.max(...passes.map((p) => p.parts.reduce((a, q) => a + (q[1] || 0), 0))) || 1;
+    for (const p of passes) {
+      const col = el("div", { class: "hes-col" });
+      const stack = el("div", { class: "hes-stack" });
+      for (const [kind, t] of p.parts) if (t) stack.append(el("div", { class: KINDS[kind][0], style: `height:${(t / tallest) * 100}%` }));
+      col.append(stack, el("span", {}, p.label));
+      hover(col, `${p.title}: ${p.parts.map(([k, t]) => `${k} ${ms(t)}`).join(", ")}`, line);
+      cols.append(col);
+    }
+
+    const last = rs.lastStep?.timing;
+    const d = rs.done?.timing;
+    const n = rs.done?.steps ?? steps.length;
+    const decodes = steps.filter((s) => s.forward === "decode").map((s) => s.timing?.forward_ms).filter(Number.isFinite).sort((a, b) => a - b);
+    const median = decodes.length ? decodes[Math.floor(decodes.length / 2)] : null;
+    const tiles = stats([
+      ["time to first token", ms(ttft), `steps[0].timing.ttft_ms = ${ttft} ms: the prefill plus the first sampling`],
+      ["prefill pass", ms(pre.forward_ms), `prefill.timing.forward_ms = ${pre.forward_ms} ms for ${rs.prefill.tokens.length} tokens at once`],
+      ["decode pass (median)", ms(median), `median forward_ms of ${decodes.length} decode steps, one token each`],
+      ["time per output token", ms(d?.tpot_ms), d?.tpot_ms != null ? `done.timing.tpot_ms = (end-to-end ${fmt(d.total_ms)} − TTFT ${fmt(d.ttft_ms)}) / (${n} − 1) = ${fmt(d.tpot_ms)} ms` : "after the run ends, with at least 2 tokens"],
+      ["tokens / s", last?.tokens_per_s != null ? fmt(last.tokens_per_s, 1) : "–", `the last step's timing.tokens_per_s = ${last?.tokens_per_s ?? "–"}: decode tokens per second so far`],
+    ], line);
+    this.runPart.replaceChildren(tiles, bar, axis, ...(untimed ? [untimed] : []), legend(Object.values(KINDS)),
+      el("p", { class: "heb-col-sub" }, "Each forward pass, prefill (P) then decode steps, on one scale:"), cols, line,
+      caption(`Measured on your run: the prefill read ${int(rs.prefill.tokens.length)} prompt tokens in one pass of ${ms(pre.forward_ms)}; `
+        + `${int(steps.length)} step${steps.length === 1 ? "" : "s"} followed (step 1 samples from the prefill, so it has no forward pass of its own). `
+        + (total != null ? `End to end ${ms(total)}. ` : "") + "Capture is what this page adds to draw the diagrams; a production server skips it."));
+  }
+
+  drawMeasured(rs) {
+    const state = this.measure.sync(rs);
+    const data = state.data;
+    if (!data) {
+      delete this.dataset.lengths;
+      this.servedPart.replaceChildren(this.measure.placeholder(state,
+        "Press the button to time a prefill at several prompt lengths, each followed by one decode step, on this server's model (random tokens)."));
+      return;
+    }
+    const rows = data.rows;
+    this.dataset.lengths = rows.map((r) => r.prompt_tokens).join(",");
+    const line = readout("Hover or tap a point or a bar for its value.");
+    const chart = lineChart([
+      { name: "prefill", cls: "hes-c-prefill", points: rows.map((r) => ({ x: r.prompt_tokens, y: r.prefill_ms,
+        title: `prefill of ${r.prompt_tokens} tokens: ${r.prefill_ms} ms (${fmt(data.prefill_tokens_per_s[r.prompt_tokens], 1)} tokens/s)` })) },
+      { name: "decode", cls: "hes-c-decode", points: rows.map((r) => ({ x: r.prompt_tokens, y: r.decode_ms,
+        title: `one decode step after ${r.prompt_tokens} tokens: ${r.decode_ms} ms` })) },
+    ], { xLabel: "prompt tokens", yLabel: "ms", line });
+    const longest = rows[rows.length - 1];
+    const intensity = [{ label: "decode, 1 token", value: data.decode_intensity, text: fmt(data.decode_intensity, 2), cls: "hes-t-forward",
+      title: `decode: ${int(data.flops_per_token)} FLOPs per token / ${int(data.weight_bytes)} bytes of weights read = ${data.decode_intensity} FLOPs per byte` }]
+      .concat(Object.entries(data.prefill_intensity).map(([p, v]) => ({ label: `prefill, ${p} tokens`, value: v, text: fmt(v, 1), cls: "hes-t-prefill",
+        title: `prefill of ${p} tokens: ${p} × ${int(data.flops_per_token)} FLOPs / ${int(data.weight_bytes)} bytes = ${v} FLOPs per byte` })));
+    this.servedPart.replaceChildren(
+      chart, legend([["hes-t-prefill", "prefill (time to first token)"], ["hes-t-forward", "one decode step"]]),
+      stats([
+        ["decode tokens / s", fmt(data.decode_tokens_per_s, 1), `1000 / decode_ms of the last row = ${data.decode_tokens_per_s}`],
+        [`prefill tokens / s (${longest.prompt_tokens})`, fmt(data.prefill_tokens_per_s[longest.prompt_tokens], 1), `${longest.prompt_tokens} tokens / ${longest.prefill_ms} ms`],
+        ["weights read per pass", bytes(data.weight_bytes), `${int(data.weight_bytes)} bytes: ${int(data.parameters)} parameters`],
+      ], line),
+      el("p", { class: "heb-col-sub" }, "Arithmetic intensity: FLOPs done per byte of weights read (2 × parameters per token):"),
+      bars(intensity, line),
+      el("p", {}, `A decode step does about ${fmt(data.decode_intensity, 2)} floating-point operations per byte of weights it reads: every weight is fetched from memory `
+        + `to produce a single token. A prefill of ${longest.prompt_tokens} tokens reuses each fetched weight ${longest.prompt_tokens} times (${fmt(data.prefill_intensity[longest.prompt_tokens], 1)} per byte). `
+        + "Processors can do far more arithmetic per byte than decode asks of them, so decode spends its time waiting on memory: it is memory-bound, and prefill is compute-bound."),
+      line,
+      caption(`Measured on this server's model: for each prompt length, one timed prefill over random tokens and then one decode step (after a warm-up pass). `
+        + "Intensity is computed from the model's size, not timed."));
+  }
+}
+
+customElements.define("he-timeline", HeTimeline);

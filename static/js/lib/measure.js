@@ -1,0 +1,142 @@
+// The serving view's shared parts: the "Measure on this server" control (a `measure` request and its
+// answer, docs/protocol.md), stat tiles, horizontal bars and a small SVG line chart.
+import { el } from "./base-element.js";
+import { hover, int } from "./widgets.js";
+import { requestFromServer } from "../run-state.js";
+
+// Refusals that answer a `measure` frame (the draft model missing, a capacity field out of range).
+const MEASURE_ERRORS = new Set(["model_error", "out_of_range", "missing_field", "wrong_type", "invalid_value"]);
+
+/** A button that asks the server to measure `what`; pending until a new `serving[what]` (or a refusal) arrives. */
+export class Measure {
+  constructor(host, what, { label = "Measure on this server", fields = [], extra = () => ({}) } = {}) {
+    Object.assign(this, { host, what, extra, pending: false, error: null, before: undefined, errorBefore: null });
+    this.fields = new Set([null, "what", ...fields]);
+    this.button = el("button", { type: "button", class: "hes-measure", "data-what": what }, label);
+    this.status = el("span", { class: "hes-status", "aria-live": "polite" });
+    this.node = el("div", { class: "hes-measure-bar" });
+    this.node.append(this.button, this.status);
+    this.button.addEventListener("click", () => this.request());
+  }
+
+  request() {
+    const extra = this.extra();
+    if (extra == null) return; // the control's own inputs are not valid; it said why
+    const rs = this.host.data;
+    this.before = rs?.serving?.[this.what];
+    this.errorBefore = rs?.error ?? null;
+    this.pending = true;
+    this.error = null;
+    requestFromServer(this.host, { type: "measure", what: this.what, ...extra });
+    this.host.render(rs); // show "measuring…" at once
+  }
+
+  /** Fold the state in; returns {data, pending, error}: data only once this server's answer is here. */
+  sync(rs) {
+    const msg = rs?.serving?.[this.what];
+    const err = rs?.error;
+    if (this.pending && msg && msg !== this.before) this.pending = false;
+    else if (this.pending && err && err !== this.errorBefore && MEASURE_ERRORS.has(err.code) && this.fields.has(err.field ?? null)) {
+      this.pending = false;
+      this.error = err;
+    }
+    this.button.disabled = this.pending;
+    this.status.textContent = this.pending ? "measuring…" : this.error ? "the server refused" : msg ? "measured on this server" : "not measured yet";
+    this.status.dataset.state = this.pending ? "pending" : this.error ? "error" : msg ? "done" : "idle";
+    return { data: this.pending || this.error ? null : msg?.data ?? null, pending: this.pending, error: this.error };
+  }
+
+  /** What to show in place of the drawing while there is no data. */
+  placeholder({ pending, error }, idle) {
+    if (pending) return el("p", { class: "hes-pending" }, "measuring… (the server runs the model now; this can take a while)");
+    if (error) return el("p", { class: "hes-error", role: "alert" }, `Error ${error.code}: ${error.message}`);
+    return el("p", { class: "hes-idle" }, idle);
+  }
+}
+
+/** A grid of labelled numbers; each tile has a hover value. */
+export function stats(items, line) {
+  const node = el("dl", { class: "heb-stats" });
+  for (const [k, v, title, cls] of items) {
+    const d = el("div", cls ? { class: cls } : {});
+    d.append(el("dt", {}, k), el("dd", {}, v));
+    hover(d, title, line, false);
+    node.append(d);
+  }
+  return node;
+}
+
+/** Horizontal bars on one scale: rows [{label, value, text, title, cls}]. */
+export function bars(rows, line, max = Math.max(...rows.map((r) => r.value), 0)) {
+  const node = el("div", { class: "heb-bars hes-bars" });
+  for (const r of rows) {
+    const row = el("div", { class: "heb-brow" });
+    const track = el("div", { class: "heb-btrack" });
+    track.append(el("div", { class: `heb-bbar ${r.cls ?? ""}`.trim(), style: `width:${max > 0 ? Math.max(0, Math.min(1, r.value / max)) * 100 : 0}%` }));
+    row.append(el("span", { class: "heb-blabel heb-wide" }, r.label), track, el("span", { class: "heb-bval" }, r.text));
+    hover(row, r.title, line);
+    node.append(row);
+  }
+  return node;
+}
+
+const NS = "http://www.w3.org/2000/svg";
+function svg(tag, attrs = {}, text) {
+  const node = document.createElementNS(NS, tag);
+  for (const [k, v] of Object.entries(attrs)) node.setAttribute(k, String(v));
+  if (text != null) node.textContent = String(text);
+  return node;
+}
+
+/** Nice round ticks from 0 to at least `max`. */
+function ticks(max, count = 4) {
+  if (!(max > 0)) return [0, 1];
+  const raw = max / count;
+  const mag = 10 ** Math.floor(Math.log10(raw));
+  const step = [1, 2, 2.5, 5, 10].map((m) => m * mag).find((s) => s >= raw);
+  const out = [];
+  for (let v = 0; v <= max + step * 0.999; v += step) out.push(Number(v.toPrecision(6)));
+  return out;
+}
+
+/** A line chart: series [{name, cls, points: [{x, y, title}]}], both axes from 0. */
+export function lineChart(series, { xLabel, yLabel, line }) {
+  const W = 340, H = 200, L = 44, R = 10, T = 10, B = 38;
+  const xs = series.flatMap((s) => s.points.map((p) => p.x));
+  const ys = series.flatMap((s) => s.points.map((p) => p.y));
+  const xt = ticks(Math.max(...xs)), yt = ticks(Math.max(...ys));
+  const X = (x) => L + (x / xt[xt.length - 1]) * (W - L - R);
+  const Y = (y) => H - B - (y / yt[yt.length - 1]) * (H - T - B);
+  const root = svg("svg", { viewBox: `0 0 ${W} ${H}`, class: "hes-chart", role: "img", "aria-label": `${yLabel} against ${xLabel}` });
+  for (const v of yt) {
+    root.append(svg("line", { x1: L, x2: W - R, y1: Y(v), y2: Y(v), class: "hes-grid" }),
+      svg("text", { x: L - 4, y: Y(v) + 3, class: "hes-tick", "text-anchor": "end" }, int(v)));
+  }
+  for (const v of xt) root.append(svg("text", { x: X(v), y: H - B + 13, class: "hes-tick", "text-anchor": "middle" }, int(v)));
+  root.append(svg("text", { x: (L + W - R) / 2, y: H - 6, class: "hes-axis", "text-anchor": "middle" }, xLabel),
+    svg("text", { x: 10, y: (T + H - B) / 2, class: "hes-axis", "text-anchor": "middle", transform: `rotate(-90 10 ${(T + H - B) / 2})` }, yLabel));
+  for (const s of series) {
+    root.append(svg("polyline", { points: s.points.map((p) => `${X(p.x)},${Y(p.y)}`).join(" "), class: `hes-line ${s.cls}` }));
+    for (const p of s.points) {
+      const dot = svg("circle", { cx: X(p.x), cy: Y(p.y), r: 4.5, class: `hes-dot ${s.cls}`, tabindex: 0 });
+      dot.append(svg("title", {}, p.title));
+      const show = () => { if (line) line.textContent = p.title; };
+      for (const ev of ["pointerenter", "focus", "click"]) dot.addEventListener(ev, show);
+      root.append(dot);
+    }
+  }
+  return root;
+}
+
+/** A legend: [[cls, text], ...]. */
+export function legend(items) {
+  const node = el("p", { class: "heb-legend" });
+  for (const [cls, text] of items) node.append(el("span", { class: `heb-key ${cls}` }), ` ${text}  `);
+  return node;
+}
+
+/** Milliseconds, readable. */
+export function ms(x) {
+  if (x == null || !Number.isFinite(x)) return "–";
+  return x >= 100 ? `${x.toFixed(0)} ms` : x >= 10 ? `${x.toFixed(1)} ms` : `${x.toFixed(2)} ms`;
+}

@@ -1,0 +1,93 @@
+"""The serving view on the live page: each diagram measures on this server only when asked, and draws
+the numbers of the `serving` frame it got back."""
+import json
+
+import pytest
+from test_article import collect_frames, run_prompt
+
+DEFAULT_PROMPT = "The mole on my face may need a biopsy. Explain this simply."
+
+
+def collect_sent(page) -> list[dict]:
+    """Every frame the page sends (to check that nothing is measured unasked)."""
+    sent: list[dict] = []
+    page.on("websocket", lambda ws: ws.on("framesent", lambda payload: sent.append(json.loads(payload))))
+    return sent
+
+
+def measure(page, frames, selector: str, what: str, button: str = "button.hes-measure", timeout_s: float = 300,
+            slow: bool = False) -> dict:
+    """Click the diagram's measure button; the first `serving` frame for `what` (or a refusal) after it.
+
+    ``slow``: the measurement takes seconds, so the diagram must say it is measuring right after the click."""
+    seen = len(frames)
+    page.locator(selector).scroll_into_view_if_needed()  # diagrams draw (and so have their button) only on screen
+    page.locator(f"{selector} {button}").first.click()
+    if slow:
+        assert page.locator(f"{selector} .hes-status").first.inner_text() == "measuring…"
+        assert page.locator(f"{selector} {button}").first.is_disabled()
+    for _ in range(int(timeout_s * 4)):
+        for frame in frames[seen:]:
+            if frame.get("type") == "serving" and frame.get("what") == what:
+                return frame
+            if frame.get("type") == "error":
+                return frame
+        page.wait_for_timeout(250)
+    pytest.fail(f"no serving frame for {what}; frames since the click: {[f.get('type') for f in frames[seen:]]}")
+
+
+def attr(page, selector: str, name: str, timeout_ms: int = 15_000) -> str:
+    element = page.locator(selector)
+    element.scroll_into_view_if_needed()
+    page.wait_for_function(f"document.querySelector('{selector}').hasAttribute('{name}')", timeout=timeout_ms)
+    return element.get_attribute(name)
+
+
+def test_every_serving_diagram_draws_its_measurement(page, site_url):
+    frames = collect_frames(page)
+    sent = collect_sent(page)
+    run = run_prompt(page, site_url, frames, text=DEFAULT_PROMPT, max_new_tokens=8)
+    assert not run["error"], run["error"]
+    steps = run["step"]
+
+    # (a) the timeline is drawn from the run itself; nothing was measured unasked.
+    assert float(attr(page, "he-timeline", "data-ttft-ms")) == steps[0]["timing"]["ttft_ms"]
+    assert not [f for f in sent if f.get("type") == "measure"]
+    assert not [f for f in frames if f.get("type") == "serving"]
+
+    frame = measure(page, frames, "he-timeline", "prefill_decode")
+    assert frame["type"] == "serving", frame
+    assert attr(page, "he-timeline", "data-lengths") == ",".join(str(r["prompt_tokens"]) for r in frame["data"]["rows"])
+
+    frame = measure(page, frames, "he-kvcalc", "kv")
+    assert frame["type"] == "serving", frame
+    opt = next(r for r in frame["data"]["rows"] if r["key"] == "opt-13b")
+    assert attr(page, "he-kvcalc", "data-opt-bytes-per-token") == str(opt["bytes_per_token"]) == "819200"
+    assert page.locator("he-kvcalc tr[data-key=opt-13b]").count() == 1
+
+    page.locator("he-kvcalc input[name=memory_gib]").fill("1")
+    page.locator("he-kvcalc input[name=context_tokens]").fill("512")
+    frame = measure(page, frames, "he-kvcalc", "capacity", button=".hes-form button.hes-measure")
+    assert frame["type"] == "serving", frame
+    assert frame["data"]["memory_bytes"] == 1 << 30 and frame["data"]["context_tokens"] == 512
+    assert attr(page, "he-kvcalc", "data-visitors") == str(frame["data"]["visitors"])
+
+    frame = measure(page, frames, "he-batch", "batch", slow=True)
+    assert frame["type"] == "serving", frame
+    assert attr(page, "he-batch", "data-batch-sizes") == ",".join(str(r["batch_size"]) for r in frame["data"]["runs"])
+
+    frame = measure(page, frames, "he-speculative", "speculative")
+    if frame["type"] == "error":  # no draft model on this server yet: the diagram says so
+        assert frame["code"] == "model_error", frame
+        page.wait_for_function("document.querySelector('he-speculative .hes-error') !== null", timeout=15_000)
+        assert frame["message"] in page.locator("he-speculative .hes-error").inner_text()
+    else:
+        assert float(attr(page, "he-speculative", "data-acceptance-rate")) == frame["data"]["acceptance_rate"]
+
+    frame = measure(page, frames, "he-quant", "quantize")
+    assert frame["type"] == "serving", frame
+    assert attr(page, "he-quant", "data-weight-bytes-after") == str(frame["data"]["weight_bytes_after"])
+
+    assert [f["what"] for f in sent if f.get("type") == "measure"] == ["prefill_decode", "kv", "capacity", "batch", "speculative", "quantize"]
+    assert page.evaluate("document.documentElement.scrollWidth") <= 1280
+    assert not page.errors, page.errors
