@@ -5,7 +5,11 @@ import sys
 
 import pytest
 
+from pathlib import Path
+
 from tests.inference.conftest import STORIES
+
+DRAFT = Path(__file__).resolve().parents[2] / "inference" / "bundled_draft"
 
 
 def cli(*args: str) -> list[dict]:
@@ -65,3 +69,24 @@ def test_kv_opt_13b_matches_vllm_paper(tmp_path):
 def test_kv_on_spec(tmp_path):
     [result] = cli("kv", "--config", str(STORIES), "--dtype", "float32", "--tokens", "10")
     assert result["bytes_per_token"] == 2 * 5 * 4 * 8 * 4
+
+
+def test_speculative_cli_fields():
+    [r] = cli("speculative", "--target", "bundled", "--draft", str(DRAFT), "--prompt", "What does mole mean?",
+              "--max-new-tokens", "12", "--k", "4")
+    assert r["tokens"] == r["target_tokens"]
+    assert all({"proposed", "accepted"} <= set(round_) for round_ in r["rounds"])
+    assert 0 <= r["acceptance_rate"] <= 1 and r["target_forward_passes"] == len(r["rounds"])
+
+
+def test_batch_cli_fields():
+    [r] = cli("batch", "--model", "bundled", "--prompt", "What does mole mean?", "--batch-sizes", "1,2", "--max-new-tokens", "4")
+    assert [run["batch_size"] for run in r["runs"]] == [1, 2]
+    for run in r["runs"]:
+        assert run["tokens_per_s"] > 0 and run["max_abs_logit_diff"] >= 0 and isinstance(run["flipped_tokens"], int)
+
+
+def test_quantize_cli_fields():
+    [r] = cli("quantize", "--model", "bundled", "--bits", "8", "--prompt", "What does mole mean?", "--max-new-tokens", "4")
+    assert r["weight_bytes_after"] < r["weight_bytes_before"]
+    assert r["decode_speed_ratio"] > 0 and r["max_abs_logit_diff"] >= 0 and 0 <= r["top1_agreement"] <= 1
