@@ -7,49 +7,41 @@ from inference.checks import weights_checksum
 from inference.loading import LoadedModel, ModelNotAvailable, load_model
 
 _lock = threading.Lock()
-_loaded: LoadedModel | None = None
-_checksum: dict | None = None
+_shared: dict[str, object] = {}  # "model", "checksum", "draft": loaded once, shared by every visitor
+
+
+def _once(key: str, load):
+    """Load under the lock, re-checked there: concurrent first requests must not load the weights twice."""
+    if key not in _shared:
+        with _lock:
+            if key not in _shared:
+                _shared.update(load())
+    return _shared[key]
+
+
+def _load_target() -> dict:
+    loaded = load_model(settings.EXPLAINER_MODEL, device=settings.EXPLAINER_DEVICE)
+    return {"model": loaded, "checksum": weights_checksum(loaded.model)}
 
 
 def get_model() -> LoadedModel:
     """Return the shared model for settings.EXPLAINER_MODEL, loading it on first use."""
-    global _loaded
-    if _loaded is None:
-        with _lock:
-            # Re-check under the lock: concurrent first requests must not load the weights twice.
-            if _loaded is None:
-                loaded = load_model(settings.EXPLAINER_MODEL, device=settings.EXPLAINER_DEVICE)
-                _set_checksum(weights_checksum(loaded.model))
-                _loaded = loaded
-    return _loaded
-
-
-def _set_checksum(value: dict) -> None:
-    global _checksum
-    _checksum = value
+    return _once("model", _load_target)
 
 
 def initial_checksum() -> dict:
     """The weights' fingerprint taken when they were loaded (the 'no training happened' check)."""
     get_model()
-    return _checksum
-
-
-_draft: LoadedModel | None = None
+    return _shared["checksum"]
 
 
 def get_draft() -> LoadedModel:
     """The draft model for speculative decoding (settings.EXPLAINER_DRAFT_MODEL; it must share the vocabulary)."""
-    global _draft
-    if _draft is None:
-        with _lock:
-            if _draft is None:
-                _draft = load_model(settings.EXPLAINER_DRAFT_MODEL, device=settings.EXPLAINER_DEVICE)
-    return _draft
+    return _once("draft", lambda: {"draft": load_model(settings.EXPLAINER_DRAFT_MODEL, device=settings.EXPLAINER_DEVICE)})
 
 
 def is_loaded() -> bool:
-    return _loaded is not None
+    return "model" in _shared
 
 
 def model_status() -> dict:
@@ -61,7 +53,6 @@ def model_status() -> dict:
 
 
 def reset() -> None:
-    """Forget the loaded model (tests switch specs between cases)."""
-    global _loaded, _draft
+    """Forget the loaded models (tests switch specs between cases)."""
     with _lock:
-        _loaded = _draft = None
+        _shared.clear()
