@@ -2,7 +2,7 @@
 // prompts: throughput against batch size, and how far row 0's logits and greedy tokens moved.
 import { HeElement, el, caption, fmt } from "../lib/base-element.js";
 import { readout, hover, int } from "../lib/widgets.js";
-import { Measure, bars } from "../lib/measure.js";
+import { MeasuredElement, bars } from "../lib/measure.js";
 
 /** A logit difference: exactly 0, or in scientific notation (they are tiny). */
 function diff(x) {
@@ -10,21 +10,14 @@ function diff(x) {
   return x === 0 ? "0 (identical)" : x.toExponential(2);
 }
 
-class HeBatch extends HeElement {
-  render(rs) {
-    this.measure ??= new Measure(this, "batch", { label: "Measure batching on this server" });
-    if (!this.view) {
-      this.view = el("div", { class: "hes-part" });
-      this.replaceChildren(this.measure.node, this.view);
-    }
-    const state = this.measure.sync(rs);
-    const data = state.data;
-    if (!data) {
-      delete this.dataset.batchSizes;
-      this.view.replaceChildren(this.measure.placeholder(state, "Press the button: the server decodes your prompt (or the article's, before you run one) "
-        + "alone and in batches of 2, 4 and 8 with other prompts, greedily, and compares."));
-      return;
-    }
+class HeBatch extends MeasuredElement {
+  static what = "batch";
+  static label = "Measure batching on this server";
+  static attr = "batchSizes";
+  static idle = "Press the button: the server decodes your prompt (or the article's, before you run one) "
+        + "alone and in batches of 2, 4 and 8 with other prompts, greedily, and compares.";
+
+  draw(data, rs) {
     const runs = data.runs;
     this.dataset.batchSizes = runs.map((r) => r.batch_size).join(",");
     const flips = runs.reduce((a, r) => a + r.flipped_tokens, 0);

@@ -2,23 +2,16 @@
 // stored in 8 bits: memory before and after, decode speed, and how far its outputs moved.
 import { HeElement, el, caption, bytes, fmt } from "../lib/base-element.js";
 import { readout, pct, int } from "../lib/widgets.js";
-import { Measure, stats, bars } from "../lib/measure.js";
+import { MeasuredElement, stats, bars } from "../lib/measure.js";
 
-class HeQuant extends HeElement {
-  render(rs) {
-    this.measure ??= new Measure(this, "quantize", { label: "Measure quantization on this server" });
-    if (!this.view) {
-      this.view = el("div", { class: "hes-part" });
-      this.replaceChildren(this.measure.node, this.view);
-    }
-    const state = this.measure.sync(rs);
-    const data = state.data;
-    if (!data) {
-      delete this.dataset.weightBytesAfter;
-      this.view.replaceChildren(this.measure.placeholder(state, "Press the button: the server stores a copy of its model's weights in 8-bit integers "
-        + "and compares it with the original on your prompt (or the article's)."));
-      return;
-    }
+class HeQuant extends MeasuredElement {
+  static what = "quantize";
+  static label = "Measure quantization on this server";
+  static attr = "weightBytesAfter";
+  static idle = "Press the button: the server stores a copy of its model's weights in 8-bit integers "
+        + "and compares it with the original on your prompt (or the article's).";
+
+  draw(data, rs) {
     this.dataset.weightBytesAfter = String(data.weight_bytes_after);
     const line = readout("Hover or tap a bar or a number for its exact value.");
     const saved = 1 - data.weight_bytes_after / data.weight_bytes_before;

@@ -2,24 +2,16 @@
 // the target checks them all in one forward pass, keeps the agreeing prefix, and adds one of its own.
 import { HeElement, el, caption, fmt } from "../lib/base-element.js";
 import { readout, hover, chip, textsOf, pct, int } from "../lib/widgets.js";
-import { Measure, stats, bars, legend, ms } from "../lib/measure.js";
+import { MeasuredElement, stats, bars, legend, ms } from "../lib/measure.js";
 
-class HeSpeculative extends HeElement {
-  render(rs) {
-    this.measure ??= new Measure(this, "speculative", { label: "Measure speculative decoding on this server" });
-    if (!this.view) {
-      this.view = el("div", { class: "hes-part" });
-      this.replaceChildren(this.measure.node, this.view);
-    }
-    const state = this.measure.sync(rs);
-    const data = state.data;
-    if (state.error) this.dataset.error = state.error.code; else delete this.dataset.error;
-    if (!data) {
-      delete this.dataset.acceptanceRate;
-      this.view.replaceChildren(this.measure.placeholder(state, "Press the button: a small draft model proposes tokens for your prompt "
-        + "(or the article's) and this server's model verifies them, greedily; then the model decodes alone for comparison."));
-      return;
-    }
+class HeSpeculative extends MeasuredElement {
+  static what = "speculative";
+  static label = "Measure speculative decoding on this server";
+  static attr = "acceptanceRate";
+  static idle = "Press the button: a small draft model proposes tokens for your prompt "
+        + "(or the article's) and this server's model verifies them, greedily; then the model decodes alone for comparison.";
+
+  draw(data, rs) {
     this.dataset.acceptanceRate = String(data.acceptance_rate);
     this.dataset.identical = String(data.identical);
     const line = readout("Hover or tap a token or a number for its details.");

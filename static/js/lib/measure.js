@@ -1,6 +1,6 @@
 // The serving view's shared parts: the "Measure on this server" control (a `measure` request and its
 // answer, docs/protocol.md), stat tiles, horizontal bars and a small SVG line chart.
-import { el } from "./base-element.js";
+import { HeElement, el } from "./base-element.js";
 import { hover, int } from "./widgets.js";
 import { requestFromServer } from "../run-state.js";
 
@@ -139,4 +139,26 @@ export function legend(items) {
 export function ms(x) {
   if (x == null || !Number.isFinite(x)) return "–";
   return x >= 100 ? `${x.toFixed(0)} ms` : x >= 10 ? `${x.toFixed(1)} ms` : `${x.toFixed(2)} ms`;
+}
+
+/** A diagram drawn from one `serving` measurement: its button, then a placeholder or `draw(data, runState)`.
+ *  Subclasses set the static fields: `what` (the measure), `label` (the button), `idle` (the placeholder
+ *  text) and `attr` (the dataset key of the number tests read). */
+export class MeasuredElement extends HeElement {
+  render(rs) {
+    const C = this.constructor;
+    this.measure ??= new Measure(this, C.what, { label: C.label });
+    if (!this.view) {
+      this.view = el("div", { class: "hes-part" });
+      this.replaceChildren(this.measure.node, this.view);
+    }
+    const state = this.measure.sync(rs);
+    if (state.error) this.dataset.error = state.error.code; else delete this.dataset.error;
+    if (!state.data) {
+      delete this.dataset[C.attr];
+      this.view.replaceChildren(this.measure.placeholder(state, C.idle));
+      return;
+    }
+    this.draw(state.data, rs);
+  }
 }
