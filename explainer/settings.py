@@ -54,7 +54,25 @@ TEMPLATES = [
     },
 ]
 
-DATABASES = {"default": {"ENGINE": "django.db.backends.sqlite3", "NAME": BASE_DIR / "db.sqlite3"}}
+
+
+def database_from_url(url: str) -> dict:
+    """postgres://user:pass@host:port/name -> a DATABASES entry (PostgreSQL needs psycopg installed)."""
+    from urllib.parse import unquote, urlsplit
+
+    parts = urlsplit(url)
+    if parts.scheme in ("sqlite", "sqlite3"):
+        return {"ENGINE": "django.db.backends.sqlite3", "NAME": unquote(parts.path[1:]) or BASE_DIR / "db.sqlite3"}  # sqlite:////abs/path
+    if parts.scheme not in ("postgres", "postgresql", "pgsql"):
+        raise ValueError(f"DATABASE_URL: unsupported scheme {parts.scheme!r} (postgres:// or sqlite://)")
+    return {"ENGINE": "django.db.backends.postgresql", "NAME": unquote(parts.path.lstrip("/")),
+            "USER": unquote(parts.username or ""), "PASSWORD": unquote(parts.password or ""),
+            "HOST": parts.hostname or "", "PORT": str(parts.port or "")}
+
+
+# SQLite by default; PostgreSQL when DATABASE_URL is set.
+DATABASES = {"default": database_from_url(os.environ["DATABASE_URL"]) if os.environ.get("DATABASE_URL")
+             else {"ENGINE": "django.db.backends.sqlite3", "NAME": BASE_DIR / "db.sqlite3"}}
 
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
@@ -87,3 +105,8 @@ EXPLAINER_MAX_FRAME_BYTES = int(os.environ.get("EXPLAINER_MAX_FRAME_BYTES", str(
 # The serving view: speculative decoding's draft model (shares the bundled model's tokenizer) and k.
 EXPLAINER_DRAFT_MODEL = os.environ.get("EXPLAINER_DRAFT_MODEL", str(BASE_DIR / "inference" / "bundled_draft"))
 EXPLAINER_SPECULATIVE_K = int(os.environ.get("EXPLAINER_SPECULATIVE_K", "4"))
+
+# Recorded runs (POST /api/runs): the largest request body accepted.
+EXPLAINER_MAX_RECORDING_BYTES = int(os.environ.get("EXPLAINER_MAX_RECORDING_BYTES", str(8 * 1024 * 1024)))
+# Django's own request-body cap must not refuse a recording before the view can name the error.
+DATA_UPLOAD_MAX_MEMORY_SIZE = max(2_621_440, EXPLAINER_MAX_RECORDING_BYTES + 1)

@@ -7,5 +7,8 @@ from explainer import views
 urlpatterns = [
     path("", views.index, name="index"),
     path("healthz", views.healthz, name="healthz"),
+    path("api/runs", views.create_run, name="create_run"),
+    path("api/runs/<str:run_id>", views.get_run, name="get_run"),
+    path("runs/<str:run_id>", views.replay_page, name="replay"),
     path("admin/", admin.site.urls),
 ]

@@ -1,10 +1,16 @@
-"""Pages and the health check."""
-from django.http import JsonResponse
+"""Pages, the health check and recorded runs."""
+from django.conf import settings
+from django.core.exceptions import RequestDataTooBig
+from django.http import Http404, JsonResponse
 from django.shortcuts import render
+from django.views.decorators.csrf import ensure_csrf_cookie
+from django.views.decorators.http import require_http_methods
 
-from explainer.services import model_registry
+from explainer.models import RecordedRun
+from explainer.services import model_registry, recordings
 
 
+@ensure_csrf_cookie  # the page saves recordings with POST /api/runs, which needs the token
 def index(request):
     """The article page; a model that cannot load gives a 503 page that says why."""
     status = model_registry.model_status()
@@ -17,3 +23,42 @@ def healthz(request):
     if not status["ok"]:
         return JsonResponse({"status": "error", "error": status["error"]}, status=503)
     return JsonResponse({"status": "ok", "model": status["description"]})
+
+
+# ---- recorded runs (docs/protocol.md, "Recorded runs") ----------------------------------------
+
+def _error(code: str, message: str, field=None, status: int = 400) -> JsonResponse:
+    return JsonResponse({"error": {"code": code, "message": message, "field": field}}, status=status)
+
+
+@require_http_methods(["POST"])
+def create_run(request):
+    """Save a recording; CSRF-protected by CsrfViewMiddleware (browsers send X-CSRFToken)."""
+    try:
+        data = recordings.parse_body(request.body)
+        run = recordings.save_run(data)
+    except RequestDataTooBig:
+        limit = settings.EXPLAINER_MAX_RECORDING_BYTES
+        return _error("too_large", f"recordings are limited to {limit} bytes", status=413)
+    except recordings.RecordingError as exc:
+        return JsonResponse(exc.as_dict(), status=exc.status)
+    return JsonResponse({"id": run.id, "url": f"/runs/{run.id}"}, status=201)
+
+
+@require_http_methods(["GET", "HEAD"])
+def get_run(request, run_id: str):
+    run = RecordedRun.objects.filter(pk=run_id).first()
+    if run is None:
+        return _error("not_found", "no recorded run with this id", "id", status=404)
+    return JsonResponse(recordings.as_json(run))
+
+
+@require_http_methods(["GET", "HEAD"])
+def replay_page(request, run_id: str):
+    """The article replaying a recording: no model is loaded, the page fetches /api/runs/<id>."""
+    run = RecordedRun.objects.filter(pk=run_id).first()
+    if run is None:
+        raise Http404("no recorded run with this id")
+    session = next((p for p in run.payloads if p.get("type") == "session"), {})
+    model = {"ok": True, "spec": run.model_spec, "description": session.get("model") or {"spec": run.model_spec}}
+    return render(request, "index.html", {"model": model, "run_id": run.id})

@@ -217,10 +217,33 @@ function bindReadout() {
   document.addEventListener("click", show);
 }
 
+// ---- recorded runs: /runs/<id> replays a recording with no socket and no model ------------------
+
+/** Fetch /api/runs/<id> and fold every payload into the RunState in order, as if it had streamed. */
+async function replayRecording(id) {
+  try {
+    const response = await fetch(`/api/runs/${encodeURIComponent(id)}`, { headers: { Accept: "application/json" } });
+    const body = await response.json();
+    if (!response.ok) throw new Error(body.error?.message || `HTTP ${response.status}`);
+    for (const payload of body.payloads) state.apply(payload);
+    banner = { kind: "info", text: `A recorded run (${body.model_spec}, ${state.steps.length} steps): no model is running.` };
+  } catch (err) {
+    banner = { kind: "error", at: Date.now(), text: `The recording could not be loaded: ${err.message}` };
+  }
+  feedDiagrams();
+  renderChrome();
+}
+
 function init() {
   findDiagrams();
   loadElements();
   bindReadout();
+  const runId = document.querySelector("[data-run-id]")?.dataset.runId;
+  if (runId) {
+    connection = { state: "replay", retryAt: null };
+    replayRecording(runId);
+    return;
+  }
   if (!$("#run-form")) return; // the model did not load: the page explains why, nothing to run
   for (const m of DEFAULT_MESSAGES) addMessage(m.role, m.content);
   bindRanges();

@@ -24,11 +24,13 @@ def free_port() -> int:
 
 
 @pytest.fixture(scope="session")
-def site_url():
+def site_url(tmp_path_factory):
     """Daphne serving the site on the bundled model; stopped at the end of the session."""
     port = free_port()
     env = {**os.environ, "EXPLAINER_MODEL": os.environ.get("EXPLAINER_TEST_MODEL", "bundled"), "HF_HUB_OFFLINE": "1",
            "DJANGO_ALLOWED_HOSTS": "127.0.0.1,localhost"}
+    env["DATABASE_URL"] = f"sqlite:///{tmp_path_factory.mktemp('db') / 'site.sqlite3'}"
+    subprocess.run([sys.executable, "manage.py", "migrate", "--noinput"], cwd=ROOT, env=env, check=True, capture_output=True)
     log = open(ROOT / "test-artifacts-daphne.log", "w")
     proc = subprocess.Popen([sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port), "explainer.asgi:application"],
                             cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)

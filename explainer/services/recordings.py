@@ -1,0 +1,155 @@
+"""Recorded runs: validate and save a visitor's run, and bring old recordings up to the current payload schema.
+
+Each payload carries its ``schema_version``. A recording is stored as it was sent, with the version it was
+recorded in; ``upgrade`` walks the registered per-version functions (``UPGRADES[v]`` turns version v into
+v + 1) whenever a recording is validated or read, so old permalinks keep replaying when the schema evolves.
+"""
+from __future__ import annotations
+
+import copy
+import json
+
+from django.conf import settings
+
+from explainer.models import RecordedRun
+from inference.payload import SCHEMA, SCHEMA_VERSION, SchemaError, validate_payload
+
+VALIDATED_TYPES = ("step", "prefill", "done")  # checked field by field against inference.payload.SCHEMA
+
+
+class RecordingError(ValueError):
+    """A recording the server refuses; becomes {"error": {code, message, field}} with status 400 (or 413)."""
+
+    def __init__(self, code: str, message: str, field: str | None = None, status: int = 400):
+        super().__init__(message)
+        self.code, self.message, self.field, self.status = code, message, field, status
+
+    def as_dict(self) -> dict:
+        return {"error": {"code": self.code, "message": self.message, "field": self.field}}
+
+
+# ---- schema upgrades ----------------------------------------------------------------------------
+
+def _v0_to_v1(payload: dict) -> dict:
+    """Version 0 had no ``kv.stored_tokens``: without a sliding window the cache holds every position it saw."""
+    kv = payload.get("kv")
+    if isinstance(kv, dict) and "stored_tokens" not in kv and "seq_len" in kv:
+        kv["stored_tokens"] = kv["seq_len"]
+    return payload
+
+
+UPGRADES = {0: _v0_to_v1}  # from version -> function(payload) giving version + 1; one per schema change
+
+
+def upgrade(payloads: list[dict], from_version: int) -> list[dict]:
+    """Copies of ``payloads`` brought from ``from_version`` to SCHEMA_VERSION (identity when already current)."""
+    if isinstance(from_version, bool) or not isinstance(from_version, int) or from_version < 0:
+        raise RecordingError("wrong_type", "schema_version must be a non-negative integer", "schema_version")
+    if from_version > SCHEMA_VERSION:
+        raise RecordingError("unsupported_schema", f"schema_version {from_version} is newer than this server's "
+                             f"{SCHEMA_VERSION}", "schema_version")
+    if from_version == SCHEMA_VERSION:
+        return payloads
+    out = copy.deepcopy(payloads)
+    for version in range(from_version, SCHEMA_VERSION):
+        step = UPGRADES.get(version)
+        if step is None:
+            raise RecordingError("unsupported_schema", f"no upgrade from schema_version {version}", "schema_version")
+        out = [step(p) for p in out]
+        for p in out:
+            if "schema_version" in p:
+                p["schema_version"] = version + 1
+    return out
+
+
+# ---- validation and storage ---------------------------------------------------------------------
+
+def _messages(value) -> list[dict]:
+    if not isinstance(value, list) or not value:
+        raise RecordingError("wrong_type", "messages must be a non-empty list of {role, content}", "messages")
+    for n, m in enumerate(value):
+        if not isinstance(m, dict) or not isinstance(m.get("role"), str) or not isinstance(m.get("content"), str):
+            raise RecordingError("wrong_type", "each message needs a string role and content", f"messages[{n}]")
+    return [{"role": m["role"], "content": m["content"]} for m in value]
+
+
+def _schema_version(payloads: list[dict]) -> int:
+    versions = {p.get("schema_version") for p in payloads if "schema_version" in p}
+    if len(versions) != 1:
+        raise RecordingError("invalid_value", "every payload must carry the same schema_version", "payloads")
+    version = versions.pop()
+    if isinstance(version, bool) or not isinstance(version, int):
+        raise RecordingError("wrong_type", "schema_version must be an integer", "payloads")
+    return version
+
+
+def _payloads(value) -> tuple[list[dict], int]:
+    if not isinstance(value, list) or not value:
+        raise RecordingError("wrong_type", "payloads must be a non-empty list of payload objects", "payloads")
+    for n, p in enumerate(value):
+        if not isinstance(p, dict):
+            raise RecordingError("wrong_type", "each payload must be an object", f"payloads[{n}]")
+        if p.get("type") not in SCHEMA:
+            raise RecordingError("unknown_type", f"unknown payload type {str(p.get('type'))[:40]!r}", f"payloads[{n}].type")
+    version = _schema_version(value)
+    current = upgrade(value, version)
+    kinds = [p["type"] for p in current]
+    if kinds[0] != "session" or "prefill" not in kinds:
+        raise RecordingError("invalid_value", "a recording starts with a session payload and has a prefill", "payloads")
+    for n, p in enumerate(current):
+        if p["type"] in VALIDATED_TYPES:
+            try:
+                validate_payload(p)
+            except SchemaError as exc:
+                raise RecordingError("invalid_payload", str(exc)[:300], f"payloads[{n}]") from None
+    return value, version
+
+
+def parse_body(body: bytes) -> dict:
+    """The request body as a JSON object, within EXPLAINER_MAX_RECORDING_BYTES."""
+    limit = settings.EXPLAINER_MAX_RECORDING_BYTES
+    if len(body) > limit:
+        raise RecordingError("too_large", f"recordings are limited to {limit} bytes", None, status=413)
+    try:
+        data = json.loads(body, parse_constant=_reject_constant)
+    except (ValueError, RecursionError) as exc:
+        raise RecordingError("bad_json", f"not valid JSON: {exc}"[:200]) from None
+    if not isinstance(data, dict):
+        raise RecordingError("bad_json", "the body must be a JSON object")
+    return data
+
+
+def _reject_constant(name: str):
+    raise ValueError(f"{name} is not allowed")
+
+
+def save_run(data: dict) -> RecordedRun:
+    """Validate a recording (see docs/protocol.md, "Recorded runs") and store it; raises RecordingError."""
+    if not isinstance(data, dict):
+        raise RecordingError("bad_json", "the body must be a JSON object")
+    limit = settings.EXPLAINER_MAX_RECORDING_BYTES
+    if len(json.dumps(data, separators=(",", ":")).encode()) > limit:
+        raise RecordingError("too_large", f"recordings are limited to {limit} bytes", None, status=413)
+    for name in ("messages", "params", "seed", "model_spec", "payloads"):
+        if name not in data:
+            raise RecordingError("missing_field", f"{name} is required", name)
+    messages = _messages(data["messages"])
+    if not isinstance(data["params"], dict):
+        raise RecordingError("wrong_type", "params must be an object", "params")
+    seed = data["seed"]
+    if isinstance(seed, bool) or not isinstance(seed, int) or not -2**63 <= seed < 2**63:
+        raise RecordingError("wrong_type", "seed must be an integer", "seed")
+    spec = data["model_spec"]
+    if not isinstance(spec, str) or not spec.strip() or len(spec) > 300:
+        raise RecordingError("wrong_type", "model_spec must be a non-empty string (at most 300 characters)", "model_spec")
+    payloads, version = _payloads(data["payloads"])
+    return RecordedRun.objects.create(model_spec=spec, messages=messages, params=data["params"], seed=seed,
+                                      schema_version=version, payloads=payloads)
+
+
+def as_json(run: RecordedRun) -> dict:
+    """The recording as the API returns it: payloads upgraded to the current schema."""
+    return {"id": run.id, "url": f"/runs/{run.id}", "created_at": run.created_at.isoformat(),
+            "model_spec": run.model_spec, "messages": run.messages, "params": run.params, "seed": run.seed,
+            "schema_version": SCHEMA_VERSION, "recorded_schema_version": run.schema_version,
+            "payloads": upgrade(run.payloads, run.schema_version)}
