@@ -2,6 +2,7 @@
 // hands one RunState (folded from every server message) to every diagram on the page.
 import { RunState } from "./run-state.js";
 import { SessionClient } from "./client.js";
+import { RunRecorder } from "./save-run.js";
 
 const ELEMENTS = [
   "he-template", "he-tokens", "he-embeddings", "he-positions", "he-mask", "he-attention", "he-layers",
@@ -15,6 +16,8 @@ const INT_PARAMS = new Set(["top_k", "max_new_tokens", "seed"]);
 const $ = (sel) => document.querySelector(sel);
 const state = new RunState();
 const client = new SessionClient();
+let recorder = null;      // keeps the current run's payloads for "Save run"
+let lastStart = null;     // the messages and params of the last start sent
 let diagrams = [];
 let banner = null;        // {kind, text, until?} from the last message that deserves one
 let connection = { state: "closed", retryAt: null };
@@ -110,6 +113,7 @@ function start(paused = false) {
   if (!messages.length) { banner = { kind: "error", text: "Add at least one message first." }; renderChrome(); return; }
   const msg = { type: "start", messages, params: readParams() };
   if (paused) msg.paused = true;
+  lastStart = { messages: msg.messages, params: msg.params };
   client.send(msg);
   renderChrome();
 }
@@ -193,6 +197,8 @@ function onMessage(msg) {
     banner = null; // an old refusal should not hide a run that carries on
   }
   state.apply(msg);
+  recorder?.record(msg, lastStart);
+  recorder?.update(Boolean(state.done) && state.status?.state === "finished");  // after the closing checks
   feedDiagrams();
   renderChrome();
 }
@@ -248,6 +254,7 @@ function init() {
   for (const m of DEFAULT_MESSAGES) addMessage(m.role, m.content);
   bindRanges();
   bindButtons();
+  recorder = new RunRecorder($("#btn-save"), $("#permalink"));
   document.addEventListener("he-request", (e) => { if (e.detail) client.send(e.detail); });
   client.addEventListener("message", (e) => onMessage(e.detail));
   client.addEventListener("state", (e) => {

@@ -48,3 +48,19 @@ def test_replay_draws_the_recording(page, site_url):
         page.wait_for_function(f"document.querySelector('{selector}').hasAttribute('{name}')", timeout=15_000)
         assert element.get_attribute(name) == str(expected)
     assert sockets == []  # a replay needs no model and opens no socket
+
+
+def test_save_run_gives_a_permalink_that_replays(page, site_url):
+    from tests.browser.test_article import collect_frames, run_prompt
+
+    frames = collect_frames(page)
+    run = run_prompt(page, site_url, frames, max_new_tokens=5)
+    page.wait_for_function("!document.querySelector('#btn-save').disabled")
+    page.locator("#btn-save").click()
+    page.wait_for_function("document.querySelector('#permalink').href.includes('/runs/')")
+    link = page.locator("#permalink").get_attribute("href")
+    page.goto(site_url + link)
+    tokens = page.locator("he-tokens")
+    tokens.scroll_into_view_if_needed()
+    page.wait_for_function("document.querySelector('he-tokens').hasAttribute('data-token-count')", timeout=15_000)
+    assert tokens.get_attribute("data-token-count") == str(len(run["prefill"][-1]["tokens"]))

@@ -1,0 +1,44 @@
+// "Save run": post the messages this page received for the current run to /api/runs, show the permalink.
+
+const RECORDED = new Set(["session", "prefill", "step", "done", "check"]);
+
+function csrfToken() {
+  return document.cookie.split("; ").find((c) => c.startsWith("csrftoken="))?.split("=")[1] ?? "";
+}
+
+export class RunRecorder {
+  constructor(button, link) {
+    this.button = button;
+    this.link = link;
+    this.payloads = [];
+    this.request = null; // {messages, params} of the run being recorded
+    button.addEventListener("click", () => this.save());
+  }
+
+  /** Keep every payload of the current run, in the order it arrived (a new `session` starts over). */
+  record(msg, request) {
+    if (!RECORDED.has(msg.type)) return;
+    if (msg.type === "session") { this.payloads = []; this.request = request; this.link.hidden = true; }
+    this.payloads.push(msg);
+  }
+
+  update(done) { this.button.disabled = !done || !this.request; }
+
+  async save() {
+    this.button.disabled = true;
+    const session = this.payloads[0];
+    const body = { ...this.request, seed: session.params.seed, model_spec: session.model.spec, payloads: this.payloads };
+    try {
+      const response = await fetch("/api/runs", { method: "POST", body: JSON.stringify(body), credentials: "same-origin",
+        headers: { "Content-Type": "application/json", "X-CSRFToken": csrfToken() } });
+      const answer = await response.json();
+      if (!response.ok) throw new Error(answer.error?.message || `HTTP ${response.status}`);
+      this.link.href = answer.url;
+      this.link.textContent = `Saved: ${location.origin}${answer.url}`;
+    } catch (err) {
+      this.link.removeAttribute("href");
+      this.link.textContent = `Not saved: ${err.message}`;
+    }
+    this.link.hidden = false;
+  }
+}
