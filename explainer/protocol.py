@@ -26,18 +26,24 @@ def parse_frame(text: str | None, binary: bytes | None, max_bytes: int) -> dict:
         raise ProtocolError("binary_frame", "send JSON text frames, not binary")
     if text is None or len(text.encode("utf-8", "surrogatepass")) > max_bytes:
         raise ProtocolError("frame_too_large", f"frames are limited to {max_bytes} bytes")
-    try:
-        message = json.loads(text, parse_constant=_reject_constant)
-    except (ValueError, RecursionError) as exc:
-        raise ProtocolError("bad_json", f"not valid JSON: {exc}"[:200]) from None
-    if not isinstance(message, dict):
-        raise ProtocolError("bad_json", "a frame must be a JSON object with a type")
+    message = json_object(text)
     kind = message.get("type")
     if not isinstance(kind, str):
         raise ProtocolError("missing_field", "every frame needs a string type", "type")
     if kind not in CLIENT_TYPES:
         raise ProtocolError("unknown_type", f"unknown type {kind[:40]!r}; one of {', '.join(CLIENT_TYPES)}", "type")
     return message
+
+
+def json_object(text: str | bytes) -> dict:
+    """Strict JSON (no NaN/Infinity) that must be an object; anything else is a `bad_json` error."""
+    try:
+        value = json.loads(text, parse_constant=_reject_constant)
+    except (ValueError, RecursionError) as exc:
+        raise ProtocolError("bad_json", f"not valid JSON: {exc}"[:200]) from None
+    if not isinstance(value, dict):
+        raise ProtocolError("bad_json", "expected a JSON object")
+    return value
 
 
 def _reject_constant(name: str):

@@ -121,9 +121,7 @@ class GenerationSession:
         pending = self.pending
         t0 = time.perf_counter()
         ids = torch.tensor([self.ids])
-        result = sample_token(ids, pending["logits"], self.params, self.prompt_length, self.step_index)
-        if forced_token is not None:
-            result.token_id, result.prob = forced_token, float(torch.softmax(pending["logits"].double(), -1)[forced_token])
+        result = sample_token(ids, pending["logits"], self.params, self.prompt_length, self.step_index, forced=forced_token)
         t1 = time.perf_counter()
         self.ids.append(result.token_id)
         self.first_token_at = self.first_token_at or t1

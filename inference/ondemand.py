@@ -56,11 +56,7 @@ def detail(session, what: str, step: int | None = None, layer: int | None = None
     if what == "hidden":
         layer = _index("layer", layer, d.layers + 1)
         return {**out, "data": packed(hidden[layer])}
-    saved, session.lens_layers = session.lens_layers, list(range(d.layers))
-    try:
-        rows = lens_view(session, hidden.float())
-    finally:
-        session.lens_layers = saved
+    rows = lens_view(session, hidden.float(), layers=list(range(d.layers)))
     return {**out, "lens": rows, "data": packed(torch.tensor([r["probs"][0] for r in rows]))}
 
 

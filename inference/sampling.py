@@ -186,8 +186,11 @@ def run_stages(input_ids: torch.LongTensor, logits: torch.Tensor, params: Sampli
 
 
 def sample_token(input_ids: torch.LongTensor, logits: torch.Tensor, params: SamplingParams,
-                 prompt_length: int, step: int, top_n: int = STAGE_TOP_N) -> SampleResult:
-    """Run the stages, softmax, and either take the argmax (temperature 0) or roll the dice."""
+                 prompt_length: int, step: int, top_n: int = STAGE_TOP_N, forced: int | None = None) -> SampleResult:
+    """Run the stages, softmax, and either take the argmax (temperature 0) or roll the dice.
+
+    ``forced`` (a fork) replaces the chosen token; its probability is read from the same final distribution.
+    """
     scores, records = run_stages(input_ids, logits, params, prompt_length)
     probs = torch.softmax(scores[0], dim=-1)  # (vocab,)
     if params.greedy:
@@ -206,4 +209,5 @@ def sample_token(input_ids: torch.LongTensor, logits: torch.Tensor, params: Samp
                 "cumulative_after": round(float(cumulative[rank]), 6)}
         top_probs, top_ids = sorted_probs[:top_n], order[:top_n]
     top = [(i, round(p, 6)) for i, p in zip(top_ids.tolist(), top_probs.tolist())]
+    token = token if forced is None else forced
     return SampleResult(token, float(probs[token]), records, top, draw)

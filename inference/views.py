@@ -34,9 +34,11 @@ def logits_view(session, logits: torch.Tensor) -> dict:
         for v, i, p in zip(values.tolist(), ids.tolist(), probs.tolist())]}
 
 
-def lens_view(session, hidden_last: torch.Tensor, final_logits: torch.Tensor | None = None) -> list[dict]:
-    """hidden_last: (layers + 1, hidden); the lens reads layer outputs (rows 1..layers)."""
-    rows = logit_lens(session.model, session.adapter, hidden_last[1:], session.lens_layers, final_logits)
+def lens_view(session, hidden_last: torch.Tensor, final_logits: torch.Tensor | None = None,
+              layers: list[int] | None = None) -> list[dict]:
+    """hidden_last: (layers + 1, hidden); the lens reads layer outputs (rows 1..layers), by default the session's."""
+    layers = session.lens_layers if layers is None else layers
+    rows = logit_lens(session.model, session.adapter, hidden_last[1:], layers, final_logits)
     for row in rows:
         row["texts"] = [piece(session.tokenizer, i) for i in row["ids"]]
     return rows
@@ -100,6 +102,7 @@ def prefill_view(session, forward: dict) -> dict:
 def step_view(session, pending: dict, result, delta: str, forced: bool) -> dict:
     attn = pending["attn"]  # (layers, heads, keys)
     layers, heads, keys_count = attn.shape
+    every_head = layers * heads * keys_count <= FULL_STEP_ATTENTION
     keys, weights = head_top_keys(attn)
     position = session.prompt_length + session.step_index - 2
     input_id = session.ids[position]
@@ -110,9 +113,9 @@ def step_view(session, pending: dict, result, delta: str, forced: bool) -> dict:
         "type": "step", "schema_version": SCHEMA_VERSION, "step": session.step_index,
         "input": {"id": input_id, "text": piece(session.tokenizer, input_id), "position": position},
         "forward": pending["source"],
-        "attention": {"mode": "heads" if layers * heads * keys_count <= FULL_STEP_ATTENTION else "mean", "keys": keys_count,
+        "attention": {"mode": "heads" if every_head else "mean", "keys": keys_count,
                       "mean": packed(attn.float().mean(dim=1)),
-                      "heads": packed(attn) if layers * heads * keys_count <= FULL_STEP_ATTENTION else None,
+                      "heads": packed(attn) if every_head else None,
                       "top_keys": keys, "top_weights": weights},
         "hidden_norms": rounded(pending["hidden"].float().norm(dim=-1)),
         "lens": lens_view(session, pending["hidden"], pending["logits"]),

@@ -12,6 +12,7 @@ import json
 from django.conf import settings
 
 from explainer.models import RecordedRun
+from explainer.protocol import ProtocolError, json_object
 from inference.payload import SCHEMA, SCHEMA_VERSION, SchemaError, validate_payload
 
 VALIDATED_TYPES = ("step", "prefill", "done")  # checked field by field against inference.payload.SCHEMA
@@ -111,16 +112,9 @@ def parse_body(body: bytes) -> dict:
     if len(body) > limit:
         raise RecordingError("too_large", f"recordings are limited to {limit} bytes", None, status=413)
     try:
-        data = json.loads(body, parse_constant=_reject_constant)
-    except (ValueError, RecursionError) as exc:
-        raise RecordingError("bad_json", f"not valid JSON: {exc}"[:200]) from None
-    if not isinstance(data, dict):
-        raise RecordingError("bad_json", "the body must be a JSON object")
-    return data
-
-
-def _reject_constant(name: str):
-    raise ValueError(f"{name} is not allowed")
+        return json_object(body)
+    except ProtocolError as exc:
+        raise RecordingError(exc.code, exc.message) from None
 
 
 def save_run(data: dict) -> RecordedRun:

@@ -10,7 +10,7 @@ from explainer.protocol import DETAIL_WHATS, MEASURES, ProtocolError, choice, in
 from explainer.services import checks, measurements, model_registry
 from explainer.services.capacity import generating
 from explainer.services.executors import run_on
-from inference.engine import ContextWindowError, GenerationSession, SessionError
+from inference.engine import GenerationSession, SessionError
 from inference.kept import NotKept
 from inference.loading import ModelNotAvailable
 from inference.ondemand import DetailError, detail, retemper
@@ -57,7 +57,7 @@ class VisitorRun:
             await self._open(fields)
         except Exception as exc:  # a refused prompt or a model failure ends this run only
             await self._release()
-            raise exc if isinstance(exc, ProtocolError) else _wrapped(exc)
+            raise _wrapped(exc) from exc
 
     async def _open(self, fields: dict) -> None:
         # Refuse bad parameters and messages before anything waits on the model.
@@ -206,10 +206,9 @@ class VisitorRun:
         await self._release()
 
 
-def _wrapped(exc: Exception) -> Exception:
-    if isinstance(exc, ContextWindowError):
-        return ProtocolError("context_window", str(exc), "max_new_tokens")
-    if isinstance(exc, ENGINE_ERRORS):
-        return ProtocolError(getattr(exc, "code", "invalid_value"), str(exc), getattr(exc, "field", None))
-    log.exception("start failed")
-    return ProtocolError("model_error", f"the model failed: {exc.__class__.__name__}")
+def _wrapped(exc: Exception) -> ProtocolError:
+    """The same error fields as as_error, raised as a ProtocolError; model failures are logged."""
+    error = as_error(exc)
+    if error["code"] == "model_error":
+        log.exception("start failed")
+    return ProtocolError(error["code"], error["message"], error["field"])
