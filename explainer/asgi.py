@@ -1,4 +1,4 @@
-"""ASGI entry point: HTTP goes to Django, WebSockets to Channels."""
+"""ASGI entry point: HTTP goes to Django, WebSockets to Channels, worker channels to inference workers."""
 import os
 
 from django.core.asgi import get_asgi_application
@@ -8,16 +8,33 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "explainer.settings")
 django_asgi_app = get_asgi_application()
 
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
-from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
+from channels.security.websocket import AllowedHostsOriginValidator, OriginValidator  # noqa: E402
 from channels.sessions import SessionMiddlewareStack  # noqa: E402
+from django.conf import settings  # noqa: E402
 from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler  # noqa: E402
 
-from explainer.routing import websocket_urlpatterns  # noqa: E402
+from explainer.routing import embed_patterns, session_patterns  # noqa: E402
+from explainer.worker import worker_router  # noqa: E402
+
+
+class WebSocketRouter:
+    """The article's and host's sockets accept only this site's Origin; embeds accept EXPLAINER_EMBED_ORIGINS."""
+
+    def __init__(self):
+        self.site = AllowedHostsOriginValidator(SessionMiddlewareStack(URLRouter(session_patterns)))
+        self.embed = OriginValidator(URLRouter(embed_patterns), settings.EXPLAINER_EMBED_ORIGINS)
+
+    async def __call__(self, scope, receive, send):
+        app = self.embed if scope["path"].startswith("/ws/embed/") else self.site
+        return await app(scope, receive, send)
+
 
 application = ProtocolTypeRouter(
     {
         # Daphne is the only server in front of the site, so Django serves its few static files itself.
         "http": ASGIStaticFilesHandler(django_asgi_app),
-        "websocket": AllowedHostsOriginValidator(SessionMiddlewareStack(URLRouter(websocket_urlpatterns))),
+        "websocket": WebSocketRouter(),
+        # `manage.py runworker inference-0 …` (REDIS_URL mode): model steps for sockets on any Daphne.
+        "channel": worker_router,
     }
 )

@@ -1,11 +1,17 @@
-"""The visitor's socket: validate each frame, hand it to the visitor's run, send what comes back."""
+"""The sockets: validate each frame, hand it to a service, send what comes back.
+
+`/ws/session/` is the article's socket; `/ws/embed/` is the same for embedded widgets on other sites
+(its Origin check is settings.EXPLAINER_EMBED_ORIGINS instead of ALLOWED_HOSTS, and it never follows a
+workshop host). The host's socket lives in explainer/host.py.
+"""
 import logging
 
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 from django.conf import settings
 
 from explainer.protocol import ProtocolError, parse_frame
-from explainer.services.sessions import VisitorRun, as_error
+from explainer.services import limits, runs, workshop
+from explainer.services.sessions import as_error
 
 log = logging.getLogger(__name__)
 
@@ -13,22 +19,68 @@ log = logging.getLogger(__name__)
 class SessionConsumer(AsyncJsonWebsocketConsumer):
     """One generation session per socket (docs/protocol.md)."""
 
+    follows_workshop = True
+
     async def connect(self):
-        """Accept and say the server is ready."""
-        self.run = VisitorRun(self.send_json)
+        """Admit (connections per IP), open the visitor's run, join the workshop, say ready."""
+        self.guard = limits.SocketGuard(self.scope)
         await self.accept()
-        await self.send_json({"type": "status", "state": "ready", "message": ""})
+        refusal = self.guard.admit()
+        if refusal is not None:
+            await self.send_json(refusal)
+            await self.close(code=limits.REFUSED_CLOSE_CODE)
+            return
+        self.run = runs.open_run(self.send_frame, self.channel_name)
+        self.follower = workshop.Follower(self) if self.follows_workshop else workshop.NoFollower()
+        await self.follower.join()
+        await self.send_frame({"type": "status", "state": "ready", "message": ""})
+
+    async def send_frame(self, message: dict) -> None:
+        """Every server → client message goes through here (the outbound window counts it)."""
+        await self.send_json(message)
 
     async def disconnect(self, code):
-        """Cancel the run and free its cache and kept tensors."""
+        """Cancel the run and free its cache and kept tensors; leave the workshop group."""
+        if not hasattr(self, "run"):
+            self.guard.release()
+            return
+        await self.follower.leave()
         await self.run.end()
+        self.guard.release()
 
     async def receive(self, text_data=None, bytes_data=None, **kwargs):
         """Parse, dispatch to the verb's handler; any refusal is an `error` and the socket stays open."""
+        if not hasattr(self, "run"):
+            return
         try:
+            self.guard.check_rate()
             message = parse_frame(text_data, bytes_data, settings.EXPLAINER_MAX_FRAME_BYTES)
-            await getattr(self.run, message["type"])(message)
+            kind = message["type"]
+            if kind in workshop.VERBS:
+                await self.follower.handle(message)
+            else:
+                if kind == "start":
+                    await self.follower.go_own_way()
+                await getattr(self.run, kind)(message)
         except Exception as exc:
             if not isinstance(exc, ProtocolError):
                 log.info("refused frame: %s", exc)
-            await self.send_json(as_error(exc))
+            await self.send_frame(as_error(exc))
+
+    async def worker_frame(self, event):
+        """A message from this visitor's run on an inference worker (REDIS_URL mode)."""
+        await self.run.on_worker_frame(event)
+
+    async def workshop_frame(self, event):
+        """A message of the host's broadcast run (sent to the workshop group)."""
+        await self.follower.on_frame(event)
+
+    async def workshop_event(self, event):
+        """Workshop control news (pins, limits, sync requests) for this socket."""
+        await self.follower.on_event(event)
+
+
+class EmbedConsumer(SessionConsumer):
+    """An embedded widget's own session: same protocol, no workshop."""
+
+    follows_workshop = False

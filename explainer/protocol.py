@@ -4,7 +4,7 @@ from __future__ import annotations
 import json
 import math
 
-CLIENT_TYPES = ("start", "pause", "resume", "step", "stop", "fork", "detail", "retemper", "measure")
+CLIENT_TYPES = ("start", "pause", "resume", "step", "stop", "fork", "detail", "retemper", "measure", "ack", "follow")
 MEASURES = ("prefill_decode", "kv", "capacity", "batch", "speculative", "quantize")
 DETAIL_WHATS = ("attention", "hidden", "embedding", "lens")
 

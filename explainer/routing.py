@@ -1,6 +1,8 @@
-"""WebSocket routes."""
+"""WebSocket routes (the Origin checks wrap them in explainer/asgi.py)."""
 from django.urls import path
 
-from explainer.consumers import SessionConsumer
+from explainer.consumers import EmbedConsumer, SessionConsumer
 
-websocket_urlpatterns = [path("ws/session/", SessionConsumer.as_asgi())]
+session_patterns = [path("ws/session/", SessionConsumer.as_asgi())]
+embed_patterns = [path("ws/embed/", EmbedConsumer.as_asgi())]
+websocket_urlpatterns = session_patterns + embed_patterns

@@ -36,8 +36,13 @@ MIDDLEWARE = [
 
 ROOT_URLCONF = "explainer.urls"
 ASGI_APPLICATION = "explainer.asgi.application"
-# One process serves every visitor, so an in-memory layer is enough (no Redis needed).
-CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+# One process: an in-memory channel layer. With REDIS_URL, channels_redis carries sockets' messages
+# between Daphne processes and inference workers (`manage.py runworker`, docs/deploy.md).
+REDIS_URL = os.environ.get("REDIS_URL", "")
+EXPLAINER_WORKERS = bool(REDIS_URL)
+CHANNEL_LAYERS = {"default": {"BACKEND": "channels_redis.core.RedisChannelLayer",
+                              "CONFIG": {"hosts": [REDIS_URL], "capacity": 1000, "expiry": 60}}} if REDIS_URL \
+    else {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
 
 TEMPLATES = [
     {
@@ -101,6 +106,9 @@ EXPLAINER_MAX_SESSIONS = int(os.environ.get("EXPLAINER_MAX_SESSIONS", "8"))  # g
 EXPLAINER_MAX_PROMPT_TOKENS = int(os.environ.get("EXPLAINER_MAX_PROMPT_TOKENS", "384"))
 EXPLAINER_MAX_NEW_TOKENS = int(os.environ.get("EXPLAINER_MAX_NEW_TOKENS", "256"))
 EXPLAINER_MAX_FRAME_BYTES = int(os.environ.get("EXPLAINER_MAX_FRAME_BYTES", str(64 * 1024)))
+
+# Embeds (docs/embedding.md): which page origins may open /ws/embed/ ("*" = any; comma-separated list).
+EXPLAINER_EMBED_ORIGINS = [o.strip() for o in os.environ.get("EXPLAINER_EMBED_ORIGINS", "*").split(",") if o.strip()]
 
 # The serving view: speculative decoding's draft model (shares the bundled model's tokenizer) and k.
 EXPLAINER_DRAFT_MODEL = os.environ.get("EXPLAINER_DRAFT_MODEL", str(BASE_DIR / "inference" / "bundled_draft"))

@@ -1,0 +1,13 @@
+"""Where a visitor's run executes: in this process, or on an inference worker when REDIS_URL is set."""
+from django.conf import settings
+
+from explainer.services.sessions import VisitorRun
+
+
+def open_run(send, channel_name: str):
+    """A run object with VisitorRun's verbs; `send` is an async callable taking one message dict."""
+    if settings.EXPLAINER_WORKERS:
+        from explainer.services.remote import RemoteRun
+
+        return RemoteRun(send, channel_name)
+    return VisitorRun(send)
