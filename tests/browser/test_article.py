@@ -2,6 +2,7 @@
 import json
 
 import pytest
+from playwright.sync_api import expect
 
 PROMPT = "What does mole mean?"
 
@@ -21,18 +22,17 @@ def attr(page, selector: str, name: str) -> str:
     """Scroll the diagram on screen (it renders only then) and read its data attribute."""
     element = page.locator(selector)
     element.scroll_into_view_if_needed()
-    page.wait_for_function(f"document.querySelector('{selector}').hasAttribute('{name}')", timeout=15_000)
+    page.wait_for_selector(f"{selector}[{name}]", state="attached", timeout=15_000)  # no page eval: the CSP forbids it
     return element.get_attribute(name)
 
 
 def run_prompt(page, site_url, frames, text=PROMPT, max_new_tokens=12):
     page.goto(site_url + "/")
-    page.wait_for_function("document.querySelector('#messages textarea') !== null")
+    page.wait_for_selector("#messages textarea")
     page.locator("#messages textarea").first.fill(text)
     page.locator("input[name=max_new_tokens]").fill(str(max_new_tokens))
     page.locator("input[name=temperature]").fill("0.7")
     page.locator("#btn-play").click()
-    page.wait_for_function("document.querySelector('#status-banner').textContent.length >= 0")
     for _ in range(240):
         if any(f.get("type") == "check" and f.get("name") == "weights_unchanged" for f in frames):
             break
@@ -84,7 +84,7 @@ def test_model_text_stays_text(page, site_url):
     assert not run["error"]
     template = page.locator("he-template")
     template.scroll_into_view_if_needed()
-    page.wait_for_function("document.querySelector('he-template').textContent.includes('onerror')")
+    expect(page.locator("he-template")).to_contain_text("onerror", timeout=15_000)
     assert page.evaluate("window.__xss") == 0
     assert page.locator("he-template img, he-tokens img, #reply img, he-template script").count() == 0
 

@@ -1,26 +1,20 @@
 """A recorded run replays in the article with no model running: every diagram draws from the recording."""
 import json
+import re
 import urllib.request
 from http.cookiejar import CookieJar
 
-from explainer.services import checks
-from inference.engine import GenerationSession
-from inference.loading import load_model
-from inference.prompting import build_prompt
-from inference.sampling import SamplingParams
-from inference.views import done_view, session_view
+from playwright.sync_api import expect
+
+from explainer.management.commands import record_examples
 
 MESSAGES = [{"role": "user", "content": "What does mole mean?"}]
 
 
 def record(site_url: str) -> tuple[str, list[dict]]:
-    """Run the bundled model here, then POST the payloads like a browser would (CSRF cookie + header)."""
-    loaded = load_model("bundled")
-    session = GenerationSession(loaded, build_prompt(loaded.tokenizer, messages=MESSAGES), SamplingParams(max_new_tokens=8, seed=3))
-    payloads = [session_view(session), session.prefill(), checks.causal_mask(session)]
-    while not session.finished:
-        payloads.append(session.step())
-    payloads = json.loads(json.dumps(payloads + [done_view(session)]))
+    """Run the bundled model here as a live run would, then POST the payloads like a browser (CSRF cookie + header)."""
+    recording = record_examples.record(record_examples.load_bundled(), MESSAGES, {"max_new_tokens": 8, "seed": 3})
+    payloads = recording["payloads"]
     jar = CookieJar()
     opener = urllib.request.build_opener(urllib.request.HTTPCookieProcessor(jar))
     opener.open(site_url + "/")
@@ -33,6 +27,12 @@ def record(site_url: str) -> tuple[str, list[dict]]:
         return json.loads(response.read())["url"], payloads
 
 
+def shows(page, selector: str, name: str, expected) -> None:
+    """Scroll the diagram on screen (it renders only then) and wait until its attribute reads `expected`."""
+    page.locator(selector).scroll_into_view_if_needed()
+    expect(page.locator(selector)).to_have_attribute(name, str(expected), timeout=15_000)
+
+
 def test_replay_draws_the_recording(page, site_url):
     url, payloads = record(site_url)
     sockets = []
@@ -43,10 +43,7 @@ def test_replay_draws_the_recording(page, site_url):
     for selector, name, expected in [("he-tokens", "data-token-count", len(prefill["tokens"])),
                                      ("he-kv", "data-kv-bytes", steps[-1]["kv"]["bytes"]),
                                      ("he-dice", "data-u", steps[-1]["draw"]["u"])]:
-        element = page.locator(selector)
-        element.scroll_into_view_if_needed()
-        page.wait_for_function(f"document.querySelector('{selector}').hasAttribute('{name}')", timeout=15_000)
-        assert element.get_attribute(name) == str(expected)
+        shows(page, selector, name, expected)
     assert sockets == []  # a replay needs no model and opens no socket
 
 
@@ -55,12 +52,66 @@ def test_save_run_gives_a_permalink_that_replays(page, site_url):
 
     frames = collect_frames(page)
     run = run_prompt(page, site_url, frames, max_new_tokens=5)
-    page.wait_for_function("!document.querySelector('#btn-save').disabled")
+    expect(page.locator("#btn-save")).to_be_enabled()
     page.locator("#btn-save").click()
-    page.wait_for_function("document.querySelector('#permalink').href.includes('/runs/')")
+    expect(page.locator("#permalink")).to_have_attribute("href", re.compile("/runs/"))
     link = page.locator("#permalink").get_attribute("href")
     page.goto(site_url + link)
-    tokens = page.locator("he-tokens")
-    tokens.scroll_into_view_if_needed()
-    page.wait_for_function("document.querySelector('he-tokens').hasAttribute('data-token-count')", timeout=15_000)
-    assert tokens.get_attribute("data-token-count") == str(len(run["prefill"][-1]["tokens"]))
+    shows(page, "he-tokens", "data-token-count", len(run["prefill"][-1]["tokens"]))
+
+
+def at_step(page, k: int, n: int) -> None:
+    expect(page.locator("#replay-bar")).to_have_attribute("data-position", str(k))
+    expect(page.locator("#replay-readout")).to_have_text(f"step {k} of {n}")
+
+
+def test_step_through_a_recording(page, site_url):
+    """⏮ ◀ ▶| ⏭, the slider and the arrow keys move every diagram to step k's numbers, and back."""
+    url, payloads = record(site_url)
+    prefill = next(p for p in payloads if p["type"] == "prefill")
+    steps = [p for p in payloads if p["type"] == "step"]
+    done = next(p for p in payloads if p["type"] == "done")
+    n, prompt_len = len(steps), len(prefill["tokens"])
+    assert n >= 3 and len({s["logits"]["top"][0]["id"] for s in steps}) > 1  # steps that can be told apart
+    page.goto(site_url + url)
+    bar = page.locator("#replay-bar")
+    bar.wait_for(state="visible")
+    at_step(page, n, n)  # a permalink opens on the finished run
+    shows(page, "he-myths", "data-waiting", 0)
+
+    def expect_step(k):
+        at_step(page, k, n)
+        top = steps[k - 1]["logits"]["top"][0]["id"] if k else prefill["logits"]["top"][0]["id"]
+        shows(page, "he-logits", "data-top-id", top)
+        shows(page, "he-sequence", "data-length", prompt_len + k)
+        shows(page, "he-stream", "data-steps", k)
+        shows(page, "he-tokens", "data-token-count", prompt_len)
+        reply = done["text"] if k == n else "".join(s["text_delta"] for s in steps[:k])
+        assert page.locator("#reply").inner_text().strip() == reply.strip()
+
+    page.locator("[data-replay=first]").click()
+    expect_step(0)
+    page.locator("he-myths").scroll_into_view_if_needed()
+    expect(page.locator("he-myths")).not_to_have_attribute("data-waiting", "0")  # after-run checks: the end only
+    for k in (1, 2):
+        page.locator("[data-replay=next]").click()
+        expect_step(k)
+    page.locator("[data-replay=prev]").click()
+    expect_step(1)
+    bar.focus()
+    page.keyboard.press("ArrowRight")
+    page.keyboard.press("ArrowRight")
+    expect_step(3)
+    page.keyboard.press("ArrowLeft")
+    expect_step(2)
+    page.locator("#replay-range").fill(str(n - 1))
+    expect_step(n - 1)
+    page.locator("[data-replay=last]").click()
+    expect_step(n)
+    shows(page, "he-stop", "data-stop-reason", done["stop_reason"])
+    shows(page, "he-myths", "data-waiting", 0)
+    page.locator("[data-replay=first]").click()
+    page.locator("[data-replay=play]").click()  # one step at a time up to the end, then it stops
+    at_step(page, n, n)
+    assert page.locator("[data-replay=play]").get_attribute("aria-pressed") == "false"
+    assert not page.errors, page.errors

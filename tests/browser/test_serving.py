@@ -39,7 +39,7 @@ def measure(page, frames, selector: str, what: str, button: str = "button.hes-me
 def attr(page, selector: str, name: str, timeout_ms: int = 15_000) -> str:
     element = page.locator(selector)
     element.scroll_into_view_if_needed()
-    page.wait_for_function(f"document.querySelector('{selector}').hasAttribute('{name}')", timeout=timeout_ms)
+    page.wait_for_selector(f"{selector}[{name}]", state="attached", timeout=timeout_ms)
     return element.get_attribute(name)
 
 
@@ -79,7 +79,7 @@ def test_every_serving_diagram_draws_its_measurement(page, site_url):
     frame = measure(page, frames, "he-speculative", "speculative")
     if frame["type"] == "error":  # no draft model on this server yet: the diagram says so
         assert frame["code"] == "model_error", frame
-        page.wait_for_function("document.querySelector('he-speculative .hes-error') !== null", timeout=15_000)
+        page.wait_for_selector("he-speculative .hes-error", state="attached", timeout=15_000)
         assert frame["message"] in page.locator("he-speculative .hes-error").inner_text()
     else:
         assert float(attr(page, "he-speculative", "data-acceptance-rate")) == frame["data"]["acceptance_rate"]

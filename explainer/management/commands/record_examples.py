@@ -1,0 +1,96 @@
+"""Record the article's example runs on the bundled model into static/examples/ (the page's first paint).
+
+Each example is run exactly as a live socket run sends it (explainer/services/sessions.py): session, prefill, the
+causal-mask check, every step, done and the after-run checks, and written in the recording format of
+explainer/services/recordings.py, plus an index.json the page's examples picker lists.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from django.conf import settings
+from django.core.management.base import BaseCommand, CommandError
+
+from explainer.services import checks
+from inference.checks import weights_checksum
+from inference.engine import GenerationSession
+from inference.loading import LoadedModel, load_model
+from inference.payload import SCHEMA_VERSION
+from inference.prompting import build_prompt, validate_messages
+from inference.sampling import SamplingParams
+from inference.views import done_view, session_view
+
+MODEL_SPEC = "bundled"
+MAX_FILE_BYTES = 1_500_000  # the page fetches the first example before anything else: keep it light
+# The article's form defaults (templates/index.html): the first example is what Play would run unchanged.
+PAGE_PARAMS = {"temperature": 0.7, "top_k": 0, "top_p": 1.0, "min_p": 0.0, "repetition_penalty": 1.0,
+               "presence_penalty": 0.0, "frequency_penalty": 0.0, "max_new_tokens": 64, "seed": 0}
+EXAMPLES = [
+    {"id": "biopsy", "title": "The article's prompt (temperature 0.7, seed 0)",
+     "messages": [{"role": "user", "content": "The mole on my face may need a biopsy. Explain this simply."}],
+     "params": PAGE_PARAMS},
+    {"id": "greedy", "title": "Greedy decoding (temperature 0): always the top token",
+     "messages": [{"role": "user", "content": "The rash on my arm may need a skin test. Explain this simply."}],
+     "params": {**PAGE_PARAMS, "temperature": 0.0}},
+    {"id": "hot", "title": "A hot sampler (temperature 1.5): the long tail gets picked",
+     "messages": [{"role": "user", "content": "What does mole mean?"}],
+     "params": {**PAGE_PARAMS, "temperature": 1.5}},
+]
+
+
+def load_bundled() -> LoadedModel:
+    """The bundled model on the CPU in float32, where a seeded run is reproducible."""
+    return load_model(MODEL_SPEC, device="cpu")
+
+
+def record(loaded: LoadedModel, messages: list[dict], params: dict) -> dict:
+    """One run with every payload a live run sends, as a recording (the body POST /api/runs takes)."""
+    sampling = SamplingParams.from_dict(params, max_new_tokens_cap=settings.EXPLAINER_MAX_NEW_TOKENS)
+    prompt = build_prompt(loaded.tokenizer, messages=validate_messages(messages))
+    weights_before = weights_checksum(loaded.model)
+    session = GenerationSession(loaded, prompt, sampling)
+    try:
+        payloads = [session_view(session), session.prefill(), checks.causal_mask(session)]
+        rows_before = checks.embedding_rows(session)
+        while not session.finished:
+            payloads.append(session.step())
+        payloads.append(done_view(session))
+        payloads += checks.after_run(session, rows_before, weights_before)
+    finally:
+        session.close()
+    payloads = json.loads(json.dumps(payloads))  # exactly what a browser would have received
+    return {"schema_version": SCHEMA_VERSION, "messages": messages, "params": params, "seed": sampling.seed,
+            "model_spec": MODEL_SPEC, "payloads": payloads}
+
+
+def compact(data) -> bytes:
+    return json.dumps(data, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+class Command(BaseCommand):
+    help = "Record the article's example runs on the bundled model into static/examples/."
+
+    def add_arguments(self, parser):
+        parser.add_argument("--out", type=Path, default=Path(settings.BASE_DIR) / "static" / "examples",
+                            help="folder for the example files and index.json (default: static/examples)")
+
+    def handle(self, *args, out: Path, **options):
+        out.mkdir(parents=True, exist_ok=True)
+        loaded = load_bundled()
+        index = []
+        for example in EXAMPLES:
+            recording = {"id": example["id"], "title": example["title"],
+                         **record(loaded, example["messages"], example["params"])}
+            body = compact(recording)
+            if len(body) > MAX_FILE_BYTES:
+                raise CommandError(f"example {example['id']!r} is {len(body):,} bytes (limit {MAX_FILE_BYTES:,}): "
+                                   "lower its max_new_tokens")
+            name = f"{example['id']}.json"
+            (out / name).write_bytes(body)
+            index.append({"id": example["id"], "title": example["title"],
+                          "prompt": example["messages"][-1]["content"], "file": name})
+            steps = sum(p["type"] == "step" for p in recording["payloads"])
+            self.stdout.write(f"{name}: {steps} steps, {len(body):,} bytes")
+        (out / "index.json").write_bytes(compact(index))
+        self.stdout.write(f"index.json: {len(index)} examples in {out}")

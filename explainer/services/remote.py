@@ -1,0 +1,147 @@
+"""A socket's run on an inference worker (REDIS_URL mode): same verbs as VisitorRun, executed remotely.
+
+A session stays on the worker chosen at `start` (its cache lives there). While one is assigned, the
+socket pings it every second; a worker that stops answering for EXPLAINER_WORKER_TIMEOUT_S seconds has
+died, and the visitor gets a `worker_lost` error while every other worker's visitors go on.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+import time
+
+from channels.layers import get_channel_layer
+from django.conf import settings
+
+from explainer.protocol import ProtocolError
+
+log = logging.getLogger(__name__)
+PING_EVERY_S = 1.0
+
+
+class RemoteRun:
+    """Forwards each verb to this socket's worker and hands the worker's frames to `send`."""
+
+    def __init__(self, send, channel_name: str):
+        self.send, self.channel_name = send, channel_name
+        self.layer = get_channel_layer()
+        self.worker: str | None = None
+        self.heard = 0.0
+        self.watchdog: asyncio.Task | None = None
+        self.pongs: dict[str, dict] = {}
+        self.pong_arrived = asyncio.Event()
+        self.outbox: asyncio.Queue = asyncio.Queue(maxsize=64)
+        self.sender: asyncio.Task | None = None
+
+    # ---- verbs --------------------------------------------------------------------------------
+    # Verbs only queue the message: the consumer must stay free to dispatch the worker's pongs and
+    # frames, which arrive on the same socket channel while a start is still choosing its worker.
+    async def start(self, message: dict) -> None:
+        self._queue(message)
+
+    def __getattr__(self, verb: str):
+        """pause, resume, step, stop, fork, detail, retemper, measure, ack: forwarded as they are."""
+        if verb.startswith("_"):
+            raise AttributeError(verb)
+
+        async def forward(message: dict) -> None:
+            self._queue(message)
+
+        return forward
+
+    def _queue(self, message: dict) -> None:
+        if self.outbox.full():
+            raise ProtocolError("rate_limited", "too many messages waiting for the inference worker")
+        self.outbox.put_nowait(message)
+        if self.sender is None or self.sender.done():
+            self.sender = asyncio.create_task(self._send_in_order())
+
+    async def _send_in_order(self) -> None:
+        while not self.outbox.empty():
+            message = self.outbox.get_nowait()
+            try:
+                await self._deliver(message)
+            except ProtocolError as exc:
+                await self.send(exc.as_message())
+
+    async def _deliver(self, message: dict) -> None:
+        """A start picks the least busy live worker; everything else goes to the session's worker."""
+        if message["type"] == "start" or (self.worker is None and message["type"] == "measure"):
+            await self._release_worker()
+            self.worker = await self._choose_worker()
+            self.heard = time.monotonic()
+            self.watchdog = asyncio.create_task(self._watch())
+        elif self.worker is None:
+            raise ProtocolError("no_run", "start a run first")
+        await self._send_to(self.worker, {"type": "visitor.frame", "reply": self.channel_name, "message": message})
+
+    async def end(self) -> None:
+        """The socket closed: the worker frees the session."""
+        if self.sender:
+            self.sender.cancel()
+            self.sender = None
+        await self._release_worker()
+
+    async def _release_worker(self) -> None:
+        if self.watchdog:
+            self.watchdog.cancel()
+            self.watchdog = None
+        if self.worker:
+            worker, self.worker = self.worker, None
+            await self._send_to(worker, {"type": "visitor.end", "reply": self.channel_name})
+
+    # ---- from the worker ---------------------------------------------------------------------
+    async def on_worker_frame(self, event: dict) -> None:
+        pong = event.get("pong")
+        if pong is not None:
+            self.pongs[pong["worker"]] = pong
+            self.pong_arrived.set()
+            if pong["worker"] == self.worker:
+                self.heard = time.monotonic()
+            return
+        if self.worker is not None:
+            self.heard = time.monotonic()
+            await self.send(event["frame"])
+
+    # ---- helpers ------------------------------------------------------------------------------
+    async def _send_to(self, worker: str, event: dict) -> None:
+        try:
+            await self.layer.send(worker, event)
+        except Exception as exc:  # ChannelFull: a dead worker's queue filled up
+            log.warning("could not reach worker %s: %s", worker, exc)
+
+    async def _choose_worker(self) -> str:
+        """Ping every configured worker; the least loaded one that answers in time gets the session."""
+        self.pongs.clear()
+        self.pong_arrived.clear()
+        for worker in settings.EXPLAINER_WORKER_CHANNELS:
+            await self._send_to(worker, {"type": "worker.ping", "reply": self.channel_name})
+        deadline = time.monotonic() + settings.EXPLAINER_WORKER_PICK_S
+        expected = len(settings.EXPLAINER_WORKER_CHANNELS)
+        while len(self.pongs) < expected and time.monotonic() < deadline:
+            self.pong_arrived.clear()
+            try:
+                await asyncio.wait_for(self.pong_arrived.wait(), deadline - time.monotonic())
+            except asyncio.TimeoutError:
+                break
+        if not self.pongs:
+            raise ProtocolError("no_worker", "no inference worker answered; start one with "
+                                "`python manage.py runworker inference-0` (docs/deploy.md)")
+        free = [p for p in self.pongs.values() if p["active"] < p["limit"]] or list(self.pongs.values())
+        least = min(p["active"] for p in free)
+        return random.choice([p["worker"] for p in free if p["active"] == least])
+
+    async def _watch(self) -> None:
+        """Ping the session's worker; silence past the timeout means it died."""
+        while self.worker is not None:
+            await asyncio.sleep(PING_EVERY_S)
+            await self._send_to(self.worker, {"type": "worker.ping", "reply": self.channel_name})
+            if time.monotonic() - self.heard > settings.EXPLAINER_WORKER_TIMEOUT_S:
+                lost, self.worker, self.watchdog = self.worker, None, None
+                log.warning("worker %s stopped answering", lost)
+                await self.send({"type": "error", "code": "worker_lost", "field": None,
+                                 "message": f"the inference worker running this session ({lost}) stopped; "
+                                            "start again to continue on another worker"})
+                await self.send({"type": "status", "state": "finished", "message": "worker_lost"})
+                return

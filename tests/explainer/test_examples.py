@@ -1,0 +1,69 @@
+"""The example runs shipped in static/examples/: valid current recordings of the bundled model, reproducible."""
+import json
+from pathlib import Path
+
+import pytest
+
+from explainer.management.commands.record_examples import EXAMPLES, MAX_FILE_BYTES, MODEL_SPEC, load_bundled, record
+from explainer.services import recordings
+from inference.payload import SCHEMA_VERSION
+
+FOLDER = Path(__file__).resolve().parents[2] / "static" / "examples"
+INDEX = json.loads((FOLDER / "index.json").read_text())
+
+
+def shipped(entry: dict) -> dict:
+    return json.loads((FOLDER / entry["file"]).read_bytes())
+
+
+def test_index_lists_every_example_with_the_default_prompt_first():
+    assert [e["id"] for e in INDEX] == [e["id"] for e in EXAMPLES]
+    assert len(INDEX) >= 3
+    assert INDEX[0]["prompt"] == "The mole on my face may need a biopsy. Explain this simply."
+    for entry in INDEX:
+        assert set(entry) == {"id", "title", "prompt", "file"}
+        assert (FOLDER / entry["file"]).is_file()
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("entry", INDEX, ids=[e["id"] for e in INDEX])
+def test_example_is_a_current_recording_of_the_bundled_model(entry):
+    raw = (FOLDER / entry["file"]).read_bytes()
+    assert len(raw) <= MAX_FILE_BYTES
+    data = recordings.parse_body(raw)
+    run = recordings.save_run(data)  # the same validation a visitor's saved run goes through
+    assert run.schema_version == data["schema_version"] == SCHEMA_VERSION
+    assert recordings.as_json(run)["payloads"] == data["payloads"]  # nothing to upgrade
+    assert data["model_spec"] == MODEL_SPEC
+    session = data["payloads"][0]
+    assert session["model"]["spec"] == MODEL_SPEC and session["model"]["dtype"] == "float32"
+    assert session["params"]["seed"] == data["seed"]
+    assert data["messages"][-1]["content"] == entry["prompt"]
+
+
+@pytest.mark.parametrize("entry", INDEX, ids=[e["id"] for e in INDEX])
+def test_example_holds_every_payload_a_live_run_sends(entry):
+    kinds = [p["type"] for p in shipped(entry)["payloads"]]
+    steps = kinds.count("step")
+    assert kinds == ["session", "prefill", "check"] + ["step"] * steps + ["done", "check", "check"]
+    checks = [p["name"] for p in shipped(entry)["payloads"] if p["type"] == "check"]
+    assert checks == ["causal_mask", "embedding_rows_unchanged", "weights_unchanged"]
+    done = shipped(entry)["payloads"][-3]
+    assert done["steps"] == steps >= 1
+
+
+def token_trail(payloads: list[dict]) -> dict:
+    """What a seeded run must reproduce: prompt ids, each step's token and text, the final text (not timings)."""
+    by_type = {p["type"]: p for p in payloads if p["type"] != "step"}
+    return {"prompt": [t["id"] for t in by_type["prefill"]["tokens"]],
+            "steps": [(s["token"]["id"], s["token"]["text"], s["text_delta"]) for s in payloads if s["type"] == "step"],
+            "text": by_type["done"]["text"], "stop": by_type["done"]["stop_reason"]}
+
+
+def test_recording_the_first_example_again_gives_the_same_tokens():
+    example = EXAMPLES[0]
+    again = record(load_bundled(), example["messages"], example["params"])
+    saved = shipped(INDEX[0])
+    assert (again["messages"], again["params"], again["seed"]) == (saved["messages"], saved["params"], saved["seed"])
+    assert token_trail(again["payloads"]) == token_trail(saved["payloads"])
+    assert len(token_trail(saved["payloads"])["steps"]) > 1

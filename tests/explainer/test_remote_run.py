@@ -1,0 +1,100 @@
+"""The REDIS_URL code path in one process: sockets' runs go through RemoteRun to an inference worker
+(channels' Worker on the in-memory layer), exactly as they do across processes with Redis."""
+import asyncio
+
+import pytest
+from channels.layers import get_channel_layer
+from channels.testing import WebsocketCommunicator
+from channels.worker import Worker
+
+from explainer.asgi import application
+from explainer.services import model_registry
+from tests.inference.conftest import STORIES
+
+ORIGIN = [(b"origin", b"http://127.0.0.1")]
+START = {"type": "start", "text": "Once upon a time", "params": {"temperature": 0.8, "seed": 1, "max_new_tokens": 5}}
+
+
+@pytest.fixture(autouse=True)
+def remote_mode(settings):
+    settings.EXPLAINER_MODEL = str(STORIES)
+    settings.EXPLAINER_WORKERS = True
+    settings.EXPLAINER_WORKER_CHANNELS = ["inference-test"]
+    settings.EXPLAINER_WORKER_PICK_S = 0.5
+    settings.EXPLAINER_WORKER_TIMEOUT_S = 5.0
+    model_registry.reset()
+    yield
+    model_registry.reset()
+
+
+async def connect():
+    comm = WebsocketCommunicator(application, "/ws/session/", headers=ORIGIN)
+    assert (await comm.connect())[0]
+    assert (await comm.receive_json_from())["state"] == "ready"
+    return comm
+
+
+async def until(comm, kinds, timeout=60):
+    seen = []
+    while not seen or seen[-1]["type"] not in kinds:
+        seen.append(await comm.receive_json_from(timeout=timeout))
+    return seen
+
+
+class InProcessWorker(Worker):
+    """channels' Worker, started as a task and killable the way a dead process is: nothing answers."""
+
+    async def handle(self):
+        self.listeners = [asyncio.ensure_future(self.listener(channel)) for channel in self.channels]
+        await asyncio.wait(self.listeners)
+
+    def cancel(self):
+        for task in self.listeners + [d["future"] for d in self.application_instances.values()]:
+            task.cancel()
+        self.task.cancel()
+
+
+def start_worker() -> InProcessWorker:
+    worker = InProcessWorker(application, ["inference-test"], get_channel_layer())
+    worker.task = asyncio.create_task(worker.arun())
+    return worker
+
+
+async def test_a_run_on_a_worker_matches_the_local_protocol():
+    worker = start_worker()
+    comm = await connect()
+    await comm.send_json_to(START)
+    seen = await until(comm, {"done"})
+    kinds = [m["type"] for m in seen if m["type"] != "status"]
+    assert kinds[:2] == ["session", "prefill"] and kinds.count("step") == 5
+    assert {m.get("worker") for m in seen if m["type"] == "status"} == {"inference-test"}
+    await comm.send_json_to({"type": "detail", "what": "attention", "step": 0, "layer": 0, "head": 0})
+    assert (await until(comm, {"detail", "error"}))[-1]["type"] == "detail"
+    await comm.disconnect()
+    worker.cancel()
+
+
+async def test_no_worker_is_a_named_error_and_the_socket_stays_usable():
+    comm = await connect()
+    await comm.send_json_to(START)
+    error = (await until(comm, {"error"}))[-1]
+    assert error["code"] == "no_worker"
+    await comm.send_json_to({"type": "pause"})
+    assert (await until(comm, {"error"}))[-1]["code"] == "no_run"
+    worker = start_worker()
+    await comm.send_json_to(START)
+    assert (await until(comm, {"done"}))[-1]["stop_reason"] == "max_new_tokens"
+    await comm.disconnect()
+    worker.cancel()
+
+
+async def test_a_worker_that_goes_silent_is_reported_lost():
+    worker = start_worker()
+    comm = await connect()
+    await comm.send_json_to({**START, "paused": True})
+    await until(comm, {"prefill"})
+    worker.cancel()  # the worker stops answering pings, as a killed process would
+    error = (await until(comm, {"error"}, timeout=30))[-1]
+    assert error["code"] == "worker_lost"
+    assert (await comm.receive_json_from(timeout=5))["state"] == "finished"
+    await comm.disconnect()
