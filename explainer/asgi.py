@@ -13,6 +13,7 @@ from channels.sessions import SessionMiddlewareStack  # noqa: E402
 from django.conf import settings  # noqa: E402
 from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler  # noqa: E402
 
+from explainer.cors import CorsMiddleware  # noqa: E402
 from explainer.routing import embed_patterns, session_patterns  # noqa: E402
 from explainer.worker import worker_router  # noqa: E402
 
@@ -22,7 +23,8 @@ class WebSocketRouter:
 
     def __init__(self):
         self.site = AllowedHostsOriginValidator(SessionMiddlewareStack(URLRouter(session_patterns)))
-        self.embed = OriginValidator(URLRouter(embed_patterns), settings.EXPLAINER_EMBED_ORIGINS)
+        # The site's own hosts too: a live iframe embed's socket comes from the Hit Enter origin itself.
+        self.embed = OriginValidator(URLRouter(embed_patterns), settings.EXPLAINER_EMBED_ORIGINS + settings.ALLOWED_HOSTS)
 
     async def __call__(self, scope, receive, send):
         app = self.embed if scope["path"].startswith("/ws/embed/") else self.site
@@ -32,7 +34,7 @@ class WebSocketRouter:
 application = ProtocolTypeRouter(
     {
         # Daphne is the only server in front of the site, so Django serves its few static files itself.
-        "http": ASGIStaticFilesHandler(django_asgi_app),
+        "http": CorsMiddleware(ASGIStaticFilesHandler(django_asgi_app)),
         "websocket": WebSocketRouter(),
         # `manage.py runworker inference-0 …` (REDIS_URL mode): model steps for sockets on any Daphne.
         "channel": worker_router,

@@ -1,10 +1,144 @@
 """Embed pages: one section of the article alone, live or replaying a recording (docs/embedding.md)."""
+import json
+from functools import wraps
+from urllib.parse import urlencode
+
+from django.conf import settings
+from django.contrib.staticfiles import finders
 from django.http import Http404
+from django.shortcuts import render
+from django.templatetags.static import static
+from django.views.decorators.clickjacking import xframe_options_exempt
+from django.views.decorators.http import require_http_methods
+
+from explainer.models import RecordedRun
+
+# section slug (the element is <he-SLUG>) -> (the article's anchor, the section's title)
+SECTIONS = {
+    "template": ("template", "Your messages become one string"),
+    "tokens": ("tokens", "The string becomes tokens"),
+    "embeddings": ("embeddings", "Each token looks up a row of numbers"),
+    "positions": ("positions", "Where each token sits"),
+    "mask": ("mask", "Reading the prompt, no peeking ahead"),
+    "attention": ("attention", "Attention: who looks at whom"),
+    "layers": ("layers", "Through the layers"),
+    "logits": ("logits", "One score per vocabulary entry"),
+    "stages": ("stages", "Reshaping the scores"),
+    "filter": ("filter", "Who survives the filters"),
+    "dice": ("dice", "Rolling the dice"),
+    "sequence": ("sequence", "One token at a time"),
+    "kv": ("kv", "The cache that makes it fast"),
+    "stream": ("stream", "Streaming to your screen"),
+    "stop": ("stop", "Knowing when to stop"),
+    "context": ("context", "The context window"),
+    "myths": ("myths", "What did not happen"),
+    "timeline": ("timeline", "Prefill vs decode"),
+    "kvcalc": ("kvcalc", "How big the KV cache gets"),
+    "batch": ("batching", "Batching, and why temperature 0 can still differ"),
+    "speculative": ("speculative", "Speculative decoding"),
+    "quant": ("quantization", "Quantization"),
+}
+# Query parameters a live embed passes on to its element (and from there into its `start` frame).
+LIVE_PARAMS = ("temperature", "top_k", "top_p", "min_p", "repetition_penalty", "presence_penalty",
+               "frequency_penalty", "max_new_tokens", "seed")
+DEFAULT_PROMPT = "The mole on my face may need a biopsy. Explain this simply."
+MAX_ATTRIBUTE_CHARS = 2000  # a query string is no place for a document; the server caps the prompt anyway
 
 
+def frame_ancestors() -> str:
+    """Who may frame an embed: settings.EXPLAINER_EMBED_ORIGINS ("*", the default, is anyone)."""
+    origins = settings.EXPLAINER_EMBED_ORIGINS
+    return "frame-ancestors " + ("*" if "*" in origins or not origins else " ".join(origins))
+
+
+def frameable(view):
+    """Let other sites frame the response: no X-Frame-Options, and CSP frame-ancestors (unless a CSP is set)."""
+    @wraps(view)
+    def wrapper(request, *args, **kwargs):
+        response = view(request, *args, **kwargs)
+        if "Content-Security-Policy" not in response:
+            response["Content-Security-Policy"] = frame_ancestors()
+        return response
+    return xframe_options_exempt(wrapper)
+
+
+def example_ids() -> list[str]:
+    """The example runs shipped in static/examples/ (index.json), the article's own first."""
+    index = finders.find("examples/index.json")
+    if not index:
+        return []
+    with open(index, encoding="utf-8") as file:
+        return [entry["id"] for entry in json.load(file)]
+
+
+def _example_or_404(example: str) -> str:
+    if example not in example_ids():
+        raise Http404("no example run with this id")
+    return example
+
+
+def _run_or_404(run_id: str) -> str:
+    if not RecordedRun.objects.filter(pk=run_id).exists():
+        raise Http404("no recorded run with this id")
+    return run_id
+
+
+def element_attributes(query) -> list[tuple[str, str]]:
+    """The element's attributes from the query: `run`, `example`, or the live prompt, `autostart` and params."""
+    if query.get("run"):
+        return [("run", _run_or_404(query["run"]))]
+    if query.get("example"):
+        return [("example", _example_or_404(query["example"]))]
+    attributes = [("prompt", query.get("prompt", DEFAULT_PROMPT)[:MAX_ATTRIBUTE_CHARS])]
+    if query.get("autostart", "") not in ("", "0", "false", "no"):
+        attributes.append(("autostart", ""))
+    attributes += [(name, query[name][:40]) for name in LIVE_PARAMS if query.get(name, "") != ""]
+    return attributes
+
+
+def article_link(section: str, run_id: str | None = None) -> str:
+    """The full article at this section (the replay page for a recording)."""
+    page = f"/runs/{run_id}" if run_id else "/"
+    return f"{page}#{SECTIONS[section][0]}"
+
+
+@frameable
+@require_http_methods(["GET", "HEAD"])
 def embed_section(request, section: str):
-    raise Http404("embeds are not built yet")
+    """`/embed/<section>/`: the section's diagram alone, live (own session) or `?run=<id>` (a recording)."""
+    if section not in SECTIONS:
+        raise Http404(f"no section {section!r}; one of {', '.join(SECTIONS)}")
+    attributes = element_attributes(request.GET)
+    run_id = attributes[0][1] if attributes[0][0] == "run" else None
+    return render(request, "embed.html", {
+        "section": section, "title": SECTIONS[section][1], "attributes": attributes,
+        "article_url": article_link(section, run_id),
+    })
 
 
+def demo_source(query) -> tuple[str, str] | None:
+    """What the demo embeds: `?run=<id>`, `?example=<id>`, the article's example when one ships, else None (live)."""
+    if query.get("run"):
+        return "run", _run_or_404(query["run"])
+    if query.get("example"):
+        return "example", _example_or_404(query["example"])
+    if query.get("live"):
+        return None
+    examples = example_ids()
+    return ("example", examples[0]) if examples else None
+
+
+@require_http_methods(["GET", "HEAD"])
 def embed_demo(request):
-    raise Http404("embeds are not built yet")
+    """`/embed/`: every section embedded both ways, against a recording, a shipped example, or live (`?live=1`)."""
+    source = demo_source(request.GET)
+    query = f"?{urlencode([source])}" if source else ""
+    run_id = source[1] if source and source[0] == "run" else None
+    sections = [{
+        "slug": slug, "title": title, "element": f"he-{slug}", "article_url": article_link(slug, run_id),
+        "src": request.build_absolute_uri(f"/embed/{slug}/{query}"),
+    } for slug, (_anchor, title) in SECTIONS.items()]
+    return render(request, "embed_demo.html", {
+        "sections": sections, "source": source, "attributes": [source] if source else [("prompt", DEFAULT_PROMPT)],
+        "script_url": request.build_absolute_uri(static("js/embed.js")),
+    })

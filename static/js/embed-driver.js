@@ -1,0 +1,219 @@
+// Feeds for embedded diagrams (docs/embedding.md): one RunState per recording or per live prompt, shared
+// by every element that names it. A ReplayFeed folds a recording's payloads; a LiveFeed opens its own
+// socket on /ws/embed/ and folds what the server sends. Either hands its state to its elements.
+import { RunState } from "./run-state.js";
+import { SessionClient } from "./client.js";
+
+/** The article's diagrams that can be embedded: the element of section S is <he-S>. */
+export const SECTIONS = [
+  "template", "tokens", "embeddings", "positions", "mask", "attention", "layers", "logits", "stages",
+  "filter", "dice", "sequence", "kv", "stream", "stop", "context", "myths", "timeline", "kvcalc", "batch",
+  "speculative", "quant",
+];
+// The article's anchor of each section, where it differs from the section's name (templates/index.html).
+const ANCHORS = { batch: "batching", quant: "quantization" };
+export const anchorOf = (section) => ANCHORS[section] ?? section;
+// Sampling parameters a live embed takes as attributes (docs/protocol.md); the rest are the server's defaults.
+export const PARAMS = ["temperature", "top_k", "top_p", "min_p", "repetition_penalty", "presence_penalty",
+  "frequency_penalty", "max_new_tokens", "seed"];
+
+/** The sampling parameters named by an element's attributes; a value that is not a number goes as is, so the server names the error. */
+export function paramsOf(element) {
+  const params = {};
+  for (const name of PARAMS) {
+    const raw = element.getAttribute(name);
+    if (raw == null || raw.trim() === "") continue;
+    const value = Number(raw);
+    params[name] = Number.isFinite(value) ? value : raw;
+  }
+  return params;
+}
+
+class Feed extends EventTarget {
+  constructor(origin) {
+    super();
+    this.origin = origin;
+    this.state = new RunState();
+    this.elements = new Set();
+  }
+
+  /** Draw `element` from this feed from now on (once its class is defined: an early property would shadow it). */
+  attach(element) {
+    this.elements.add(element);
+    element.addEventListener("he-request", (event) => {
+      event.stopPropagation();
+      if (event.detail) this.request(event.detail);
+    });
+    customElements.whenDefined(element.localName).then(() => { element.data = this.state; });
+  }
+
+  /** Hand the state to every element and tell listeners (captions, the prompt box). */
+  publish() {
+    for (const element of this.elements) {
+      if (customElements.get(element.localName)) element.data = this.state;
+    }
+    this.dispatchEvent(new Event("change"));
+  }
+
+  /** Server work an element asks for (detail, retemper, fork, measure). */
+  request(_message) {}
+}
+
+// The shipped example runs (static/examples/, listed in index.json), next to this module's folder.
+const EXAMPLES = new URL("../examples/", import.meta.url);
+// The server holds back messages a client has not acknowledged (docs/protocol.md, `ack`); ack this often.
+const ACK_EVERY = 8;
+const NOTICE_MS = 6000; // a refusal stays in the caption this long once the run carries on
+
+async function fetchJson(url) {
+  const response = await fetch(url, { headers: { Accept: "application/json" } });
+  const body = await response.json().catch(() => null);
+  if (!response.ok || body == null) throw new Error(body?.error?.message || `HTTP ${response.status}`);
+  return body;
+}
+
+/** A recording (GET /api/runs/<id>) or a shipped example: no model, no socket; requests are ignored. */
+export class ReplayFeed extends Feed {
+  constructor(origin, { run = null, example = null }) {
+    super(origin);
+    Object.assign(this, { runId: run, example, phase: "loading", text: "Loading the recording…" });
+  }
+
+  get articleUrl() { return this.runId ? `${this.origin}/runs/${encodeURIComponent(this.runId)}` : `${this.origin}/`; }
+
+  async #url() {
+    if (this.runId) return `${this.origin}/api/runs/${encodeURIComponent(this.runId)}`;
+    const entry = (await fetchJson(new URL("index.json", EXAMPLES))).find((e) => e.id === this.example);
+    if (!entry) throw new Error(`there is no example run "${this.example}"`);
+    return new URL(entry.file, EXAMPLES).href;
+  }
+
+  async load() {
+    try {
+      const recording = await fetchJson(await this.#url());
+      for (const payload of recording.payloads) this.state.apply(payload);
+      this.phase = "replay";
+      const kind = this.runId ? "A recorded run" : "A recorded example";
+      this.text = `${kind} (${recording.model_spec}, ${this.state.steps.length} steps): no model is running.`;
+    } catch (err) {
+      this.phase = "error";
+      this.text = `The recording could not be loaded: ${err.message}`;
+    }
+    this.publish();
+    return this;
+  }
+}
+
+/** A live session of its own on the server's /ws/embed/, opened on the first start (not on page load). */
+export class LiveFeed extends Feed {
+  constructor(origin, prompt, params) {
+    super(origin);
+    this.prompt = prompt;
+    this.params = params;
+    this.client = null;
+    this.started = false; // a run was asked for (autostart goes once)
+    this.connection = "closed";
+    this.notice = null;   // the last error or busy message, until the next run begins
+    this.received = 0;    // messages read on the current socket, and how many of them were acknowledged
+    this.acked = 0;
+  }
+
+  get articleUrl() { return `${this.origin}/`; }
+
+  get socketUrl() { return `${this.origin.replace(/^http/, "ws")}/ws/embed/`; }
+
+  /** Run the model on `prompt` (this feed's own prompt by default). */
+  start(prompt = this.prompt) {
+    this.prompt = prompt;
+    this.notice = null;
+    this.started = true;
+    this.#connect().send({ type: "start", messages: [{ role: "user", content: prompt }], params: this.params });
+    this.publish();
+  }
+
+  stop() { this.client?.send({ type: "stop" }); }
+
+  /** Measurements need only the server; details, retempers and forks need this feed's run. */
+  request(message) {
+    if (message.type === "measure" || (this.client && this.state.session)) this.#connect().send(message);
+  }
+
+  #connect() {
+    if (this.client) return this.client;
+    this.client = new SessionClient(this.socketUrl);
+    this.client.addEventListener("message", (event) => this.#onMessage(event.detail));
+    this.client.addEventListener("state", (event) => {
+      this.connection = event.detail.state;
+      if (this.connection === "open") this.received = this.acked = 0; // a new socket counts afresh
+      this.publish();
+    });
+    return this.client.connect();
+  }
+
+  #onMessage(message) {
+    this.received += 1;
+    const waiting = typeof message.message === "string" && message.message.startsWith("waiting for the client");
+    if (this.received - this.acked >= ACK_EVERY || waiting) {
+      this.acked = this.received;
+      this.client.send({ type: "ack", received: this.received });
+    }
+    if (message.type === "error" || message.type === "busy") this.notice = { ...message, at: Date.now() };
+    else if (message.type === "session" || Date.now() - (this.notice?.at ?? 0) > NOTICE_MS) this.notice = null;
+    this.state.apply(message);
+    this.publish();
+  }
+
+  /** Where the run is: idle / connecting / running / paused / finished / error / busy. */
+  get phase() {
+    const status = this.state.status?.state;
+    if (this.notice) return this.notice.type === "busy" ? "busy" : "error";
+    if (this.client && this.connection !== "open") return "connecting";
+    if (status === "finished" || (this.state.done && status !== "running")) return "finished";
+    if (status === "running" || status === "paused" || status === "loading") return status;
+    return this.state.prefill ? "running" : "idle";
+  }
+
+  get text() {
+    const n = this.state.steps.length;
+    const texts = {
+      busy: () => `Server busy: ${this.notice.reason}. Press Play to retry.`,
+      error: () => `Error ${this.notice.code}: ${this.notice.message}`,
+      connecting: () => "Connecting to the server…",
+      loading: () => "Loading the model…",
+      running: () => (n ? `Generating… step ${n}` : "Reading the prompt…"),
+      paused: () => `Paused after step ${n}.`,
+      finished: () => `Finished (${this.state.done?.stop_reason ?? "stopped"}) after ${n} steps, live on this server.`,
+      idle: () => "Press Play to run the model on this prompt.",
+    };
+    return texts[this.phase]();
+  }
+}
+
+/** One feed per recording or per (prompt, parameters): several elements naming the same share it. */
+export class FeedRegistry {
+  #feeds = new Map();
+
+  constructor(origin) { this.origin = origin; }
+
+  /** The feed an element's attributes name, or null when it names none (`run`, then `example`, then `prompt`). */
+  feedFor(element) {
+    const run = element.getAttribute("run");
+    const example = element.getAttribute("example");
+    if (run || example) {
+      return this.#get(run ? `run:${run}` : `example:${example}`, () => {
+        const feed = new ReplayFeed(this.origin, run ? { run } : { example });
+        feed.load();
+        return feed;
+      });
+    }
+    if (!element.hasAttribute("prompt")) return null;
+    const prompt = element.getAttribute("prompt");
+    const params = paramsOf(element);
+    return this.#get(`live:${JSON.stringify([prompt, params])}`, () => new LiveFeed(this.origin, prompt, params));
+  }
+
+  #get(key, make) {
+    if (!this.#feeds.has(key)) this.#feeds.set(key, make());
+    return this.#feeds.get(key);
+  }
+}
