@@ -13,7 +13,7 @@ from explainer.services import model_registry, recordings
 @ensure_csrf_cookie  # the page saves recordings with POST /api/runs, which needs the token
 def index(request):
     """The article page; a model that cannot load gives a 503 page that says why."""
-    status = model_registry.model_status()
+    status = model_registry.page_status()
     return render(request, "index.html", {"model": status}, status=200 if status["ok"] else 503)
 
 

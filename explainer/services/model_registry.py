@@ -52,6 +52,33 @@ def model_status() -> dict:
         return {"spec": settings.EXPLAINER_MODEL, "ok": False, "description": None, "error": str(exc)}
 
 
+_background: dict[str, threading.Thread] = {}
+
+
+def page_status(wait_s: float = 2.0) -> dict:
+    """model_status for pages, which must not wait long for a first load: it goes on in the background
+    (the article paints from a recorded example meanwhile) and the page says the model is loading."""
+    if not is_loaded():
+        with _lock:
+            thread = _background.get("load")
+            if thread is None:
+                thread = _background["load"] = threading.Thread(target=_load_quietly, name="model-load", daemon=True)
+                thread.start()
+        thread.join(wait_s)
+        if thread.is_alive():
+            return {"spec": settings.EXPLAINER_MODEL, "ok": True, "loading": True, "description": None, "error": None}
+    return model_status()
+
+
+def _load_quietly() -> None:
+    try:
+        get_model()
+    except ModelNotAvailable:
+        pass  # model_status() reports it to the page
+    finally:
+        _background.pop("load", None)
+
+
 def reset() -> None:
     """Forget the loaded models (tests switch specs between cases)."""
     with _lock:

@@ -55,3 +55,19 @@ def test_unavailable_model_gives_a_clear_503(client, settings):
     assert "hit-enter-tests/no-such-model" in html
     assert "EXPLAINER_MODEL" in html
     assert client.get("/healthz").status_code == 503
+
+
+def test_a_slow_first_load_does_not_hold_the_page(client, stories, monkeypatch):
+    """The page answers while the model loads in the background, and names it as loading."""
+    import threading
+
+    release = threading.Event()
+    real_load = model_registry._load_target
+    monkeypatch.setattr(model_registry, "_load_target", lambda: (release.wait(30), real_load())[1])
+    response = client.get("/")
+    assert response.status_code == 200
+    html = response.content.decode()
+    assert "still loading this model" in html and str(STORIES) in html
+    release.set()
+    model_registry.get_model()
+    assert "<th scope=\"row\">layers</th><td>5</td>" in client.get("/").content.decode()
