@@ -1,6 +1,5 @@
 """Embed pages: one section of the article alone, live or replaying a recording (docs/embedding.md)."""
 import json
-from functools import wraps
 from urllib.parse import urlencode
 
 from django.conf import settings
@@ -45,21 +44,10 @@ DEFAULT_PROMPT = "The mole on my face may need a biopsy. Explain this simply."
 MAX_ATTRIBUTE_CHARS = 2000  # a query string is no place for a document; the server caps the prompt anyway
 
 
-def frame_ancestors() -> str:
-    """Who may frame an embed: settings.EXPLAINER_EMBED_ORIGINS ("*", the default, is anyone)."""
-    origins = settings.EXPLAINER_EMBED_ORIGINS
-    return "frame-ancestors " + ("*" if "*" in origins or not origins else " ".join(origins))
-
-
 def frameable(view):
-    """Let other sites frame the response: no X-Frame-Options, and CSP frame-ancestors (unless a CSP is set)."""
-    @wraps(view)
-    def wrapper(request, *args, **kwargs):
-        response = view(request, *args, **kwargs)
-        if "Content-Security-Policy" not in response:
-            response["Content-Security-Policy"] = frame_ancestors()
-        return response
-    return xframe_options_exempt(wrapper)
+    """Let other sites frame the response: no X-Frame-Options. Its CSP frame-ancestors (the origins in
+    settings.EXPLAINER_EMBED_ORIGINS) comes from explainer.security, like every other header."""
+    return xframe_options_exempt(view)
 
 
 def example_ids() -> list[str]:
@@ -78,7 +66,7 @@ def _example_or_404(example: str) -> str:
 
 
 def _run_or_404(run_id: str) -> str:
-    if not RecordedRun.objects.filter(pk=run_id).exists():
+    if RecordedRun.find(run_id) is None:
         raise Http404("no recorded run with this id")
     return run_id
 

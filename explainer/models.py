@@ -1,7 +1,10 @@
 """Recorded runs: everything a replay needs (messages, parameters, seed, model spec, every payload)."""
+import re
 import secrets
 
 from django.db import models
+
+RUN_ID = re.compile(r"[A-Za-z0-9_-]{1,32}")  # what new_run_id makes; anything else is not looked up
 
 
 def new_run_id() -> str:
@@ -22,6 +25,11 @@ class RecordedRun(models.Model):
     class Meta:
         ordering = ["-created_at"]
 
+    @classmethod
+    def find(cls, run_id: str) -> "RecordedRun | None":
+        """The run with this id, or None; malformed ids (e.g. a NUL byte PostgreSQL refuses) are just absent."""
+        return cls.objects.filter(pk=run_id).first() if RUN_ID.fullmatch(run_id) else None
+
     def __str__(self) -> str:
         return f"{self.id} ({self.model_spec}, {self.steps} steps)"
 
@@ -34,3 +42,23 @@ class RecordedRun(models.Model):
         if not self._state.adding:
             raise ValueError("recorded runs are immutable")
         super().save(*args, **kwargs)
+
+
+class WorkshopState(models.Model):
+    """Workshop mode's shared state (one row, pk=1): what every process must agree on."""
+
+    pins = models.JSONField(default=dict, blank=True, help_text="sampling parameters applied to every run")
+    max_new_tokens = models.PositiveIntegerField(null=True, blank=True, help_text="cap on every run; empty = the server's")
+    max_sessions = models.PositiveIntegerField(null=True, blank=True, help_text="generating at once; empty = the server's")
+    own_runs_allowed = models.BooleanField(default=True, help_text="visitors may start runs of their own")
+    broadcast = models.JSONField(default=dict, blank=True, help_text="the host's broadcast: id, messages, params, state")
+    updated_at = models.DateTimeField(auto_now=True)
+
+    def __str__(self) -> str:
+        return f"workshop state (updated {self.updated_at:%Y-%m-%d %H:%M:%S})"
+
+    @classmethod
+    def load(cls) -> "WorkshopState":
+        """The one row, created with the defaults on first use."""
+        state, _ = cls.objects.get_or_create(pk=1)
+        return state

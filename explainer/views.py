@@ -47,7 +47,7 @@ def create_run(request):
 
 @require_http_methods(["GET", "HEAD"])
 def get_run(request, run_id: str):
-    run = RecordedRun.objects.filter(pk=run_id).first()
+    run = RecordedRun.find(run_id)
     if run is None:
         return _error("not_found", "no recorded run with this id", "id", status=404)
     return JsonResponse(recordings.as_json(run))
@@ -56,7 +56,7 @@ def get_run(request, run_id: str):
 @require_http_methods(["GET", "HEAD"])
 def replay_page(request, run_id: str):
     """The article replaying a recording: no model is loaded, the page fetches /api/runs/<id>."""
-    run = RecordedRun.objects.filter(pk=run_id).first()
+    run = RecordedRun.find(run_id)
     if run is None:
         raise Http404("no recorded run with this id")
     session = next((p for p in run.payloads if p.get("type") == "session"), {})

@@ -142,7 +142,7 @@ def test_script_tag_on_another_origin_replays_and_runs_live(page, site_url, reco
     assert page.locator("he-stages[prompt] + .he-embed-caption").get_attribute("data-state") == "finished"
 
     # The site's styles reach the diagrams and nothing else: the author's body keeps the browser's defaults.
-    page.wait_for_function("getComputedStyle(document.querySelector('he-tokens .he-chips')).display === 'flex'", timeout=10_000)
+    page.wait_for_function("() => getComputedStyle(document.querySelector('he-tokens .he-chips')).display === 'flex'", timeout=10_000)
     assert page.evaluate("getComputedStyle(document.body).fontSize") == "16px"
     assert page.evaluate("getComputedStyle(document.body).margin") == "8px"
     assert not page.errors, page.errors
@@ -161,7 +161,7 @@ def test_live_embed_sends_element_requests_and_replay_ignores_them(page, site_ur
         page.locator(selector).scroll_into_view_if_needed()
         page.wait_for_selector(f"{selector}[data-stage-count]", timeout=20_000)
         page.eval_on_selector(f"{selector} input[type=range][aria-label=temperature]", "s => { s.value = '0.5'; s.dispatchEvent(new Event('input')); }")
-    page.wait_for_function("Object.keys(document.querySelector('he-stages[prompt]').data.retempers).length > 0", timeout=20_000)
+    page.wait_for_function("() => Object.keys(document.querySelector('he-stages[prompt]').data.retempers).length > 0", timeout=20_000)
     answer = next(f for f in frames if f["type"] == "retemper")
     assert page.evaluate(f"document.querySelector('he-stages[prompt]').data.retempers[{answer['step']}].step") == answer["step"]
     assert page.evaluate("Object.keys(document.querySelector('he-stages[run]').data.retempers).length") == 0
@@ -212,9 +212,9 @@ def test_the_documented_csp_is_enough(page, site_url, recording, author_page):
     page.goto(author_page("csp.html", html(site_url, body, head=head)))
     page.wait_for_selector("he-dice + .he-embed-caption[data-state=finished]", timeout=90_000)
     page.wait_for_selector("he-tokens[data-token-count]", timeout=20_000)
-    page.wait_for_function("getComputedStyle(document.querySelector('he-tokens .he-chips')).display === 'flex'", timeout=10_000)
+    page.wait_for_function("() => getComputedStyle(document.querySelector('he-tokens .he-chips')).display === 'flex'", timeout=10_000)
     page.locator("iframe").scroll_into_view_if_needed()
     page.frame_locator("iframe").locator("he-tokens[data-token-count]").wait_for(timeout=20_000)
-    page.wait_for_function("document.querySelector('iframe').clientHeight > 150", timeout=15_000)  # sized by embed.js
+    page.wait_for_function("() => document.querySelector('iframe').clientHeight > 150", timeout=15_000)  # sized by embed.js
     assert violations == []
     assert not page.errors, page.errors

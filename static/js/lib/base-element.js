@@ -44,7 +44,8 @@ export function el(tag, attrs = {}, text) {
   for (const [k, v] of Object.entries(attrs)) {
     if (v == null) continue;
     if (k === "class") node.className = v;
-    else if (k === "style") node.setAttribute("style", v);
+    // Through the CSSOM: the CSP (style-src 'self', explainer/security.py) refuses style attributes.
+    else if (k === "style") node.style.cssText = v;
     else node.setAttribute(k, v);
   }
   if (text != null) node.textContent = String(text);

@@ -1,0 +1,304 @@
+"""Load benchmark: N concurrent WebSocket visitors against a live Daphne on loopback (bench/README.md).
+
+Each visitor connects to /ws/session/, and when all of a batch are connected they all send the same
+`start` (the article's prompt, greedy, a fixed max_new_tokens) and read until the run finishes, acking
+what they read. Per batch: time to first token, inter-token latency, total tokens/s, errors, and the
+ratios against the lone visitor measured in the same invocation. Nothing is asserted: figures only.
+"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import websockets
+
+ROOT = Path(__file__).resolve().parents[1]
+ARTICLE_PROMPT = "The mole on my face may need a biopsy. Explain this simply."  # static/js/article.js
+MAX_VISITORS = 256  # bounded: a typo must not open thousands of sockets
+TARGETS = {"errors": 0, "tokens_per_s_vs_1": 0.8, "itl_p95_over_p50": 2.0}
+# static/js/client.js's ack policy: every `--ack-every` messages at most every 100 ms (far below the
+# server's rate limit, even at GPU speed), at once past 24 unacked (before the window of 32 fills).
+ACK_URGENT, ACK_MIN_S = 24, 0.1
+
+
+@dataclass
+class Visitor:
+    """What one socket saw (perf_counter seconds)."""
+    sent: float | None = None  # when it sent `start`
+    steps: list[float] = field(default_factory=list)  # when each `step` arrived
+    compute_ms: list[float] = field(default_factory=list)  # each step's forward + capture + sampling (its timing)
+    errors: list[str] = field(default_factory=list)
+    stop_reason: str | None = None
+
+
+def percentile(values: list[float], q: float) -> float | None:
+    """Linear interpolation between closest ranks (numpy's default)."""
+    if not values:
+        return None
+    ordered = sorted(values)
+    k = (len(ordered) - 1) * q / 100
+    low = int(k)
+    high = min(low + 1, len(ordered) - 1)
+    return ordered[low] + (ordered[high] - ordered[low]) * (k - low)
+
+
+def message_type(text: str) -> tuple[str, dict]:
+    message = json.loads(text)
+    return message.get("type", "?"), message
+
+
+def compute_ms(step: dict) -> float:
+    """The server's own time for this step's model work (the rest of an inter-token gap is waiting and I/O)."""
+    timing = step.get("timing") or {}
+    return sum(timing.get(k) or 0.0 for k in ("forward_ms", "capture_ms", "sampling_ms"))
+
+
+async def read_run(ws, visitor: Visitor, ack_every: int, received: int) -> None:
+    """Read until the run's closing `status: finished`, acking as the article's page does."""
+    acked, acked_at = 0, 0.0
+    while True:
+        text = await ws.recv()
+        received += 1
+        unacked = received - acked
+        if ack_every and (unacked >= ACK_URGENT or (unacked >= ack_every and time.monotonic() - acked_at >= ACK_MIN_S)):
+            await ws.send(json.dumps({"type": "ack", "received": received}))
+            acked, acked_at = received, time.monotonic()
+        kind, message = message_type(text)
+        if kind == "step":
+            visitor.steps.append(time.perf_counter())
+            visitor.compute_ms.append(compute_ms(message))
+        elif kind == "done":
+            visitor.stop_reason = message.get("stop_reason")
+        elif kind == "error":
+            visitor.errors.append(f"error:{message.get('code')}")
+        elif kind == "busy":
+            visitor.errors.append("busy")
+            return
+        elif kind == "status" and message.get("state") == "finished":
+            return
+
+
+async def admitted(ws, timeout: float) -> int:
+    """Wait for `ready` (the server admits the visitor); returns how many messages that took."""
+    received = 0
+    while True:
+        kind, message = message_type(await asyncio.wait_for(ws.recv(), timeout))
+        received += 1
+        if kind in ("error", "busy"):
+            raise ConnectionRefusedError(f"{kind}:{message.get('code', 'refused')}")
+        if kind == "status" and message.get("state") == "ready":
+            return received
+
+
+async def visit(url: str, start: dict, barrier: asyncio.Barrier, args) -> Visitor:
+    """One visitor: connect, wait for `ready`, start together with the others, read the whole run."""
+    visitor = Visitor()
+    try:
+        async with websockets.connect(url, origin=args.origin, max_size=None, compression=None,
+                                      open_timeout=args.timeout) as ws:
+            received = await admitted(ws, args.timeout)
+            await asyncio.wait_for(barrier.wait(), args.timeout)
+            visitor.sent = time.perf_counter()
+            await ws.send(json.dumps(start))
+            await asyncio.wait_for(read_run(ws, visitor, args.ack_every, received), args.timeout)
+    except asyncio.TimeoutError:
+        visitor.errors.append("timeout")
+    except websockets.ConnectionClosed as exc:
+        visitor.errors.append(f"disconnected:{exc.rcvd.code if exc.rcvd else 'none'}")
+    except (OSError, websockets.InvalidHandshake, asyncio.BrokenBarrierError) as exc:
+        visitor.errors.append(f"connect:{exc.__class__.__name__}:{exc}"[:120])
+    finally:
+        if visitor.sent is None:
+            await barrier.abort()  # the others must not wait for a visitor that never starts
+    return visitor
+
+
+async def run_batch(url: str, n: int, args) -> tuple[list[Visitor], float]:
+    """N visitors at once; what each saw, and the batch's wall time (first `start` to last `step`)."""
+    start = {"type": "start", "messages": [{"role": "user", "content": args.prompt}],
+             "params": {"temperature": 0, "max_new_tokens": args.max_new_tokens, "seed": 0}}
+    barrier = asyncio.Barrier(n)
+    visitors = await asyncio.gather(*(visit(url, start, barrier, args) for _ in range(n)))
+    first = min((v.sent for v in visitors if v.sent is not None), default=0.0)
+    return visitors, max((v.steps[-1] - first for v in visitors if v.steps), default=0.0)
+
+
+async def measure(url: str, n: int, args) -> dict:
+    """`--repeats` batches of N, pooled into one row: a lone visitor's short run is too noisy alone."""
+    visitors, wall, cpu = [], 0.0, time.process_time()
+    for _ in range(args.repeats):
+        batch, batch_wall = await run_batch(url, n, args)
+        visitors += batch
+        wall += batch_wall
+    # The client shares the machine with the server: say how much CPU it took.
+    return {**summarize(n, visitors, wall), "client_cpu_s": time.process_time() - cpu}
+
+
+def summarize(n: int, visitors: list[Visitor], last: float) -> dict:
+    ttft = [(v.steps[0] - v.sent) * 1000 for v in visitors if v.steps]
+    itl = [(b - a) * 1000 for v in visitors for a, b in zip(v.steps, v.steps[1:])]
+    tokens = sum(len(v.steps) for v in visitors)
+    errors = [e for v in visitors for e in v.errors]
+    stops = [v.stop_reason for v in visitors]
+    return {"visitors": n, "visitor_runs": len(visitors),
+            "ttft_p50_ms": percentile(ttft, 50), "ttft_p95_ms": percentile(ttft, 95),
+            "itl_p50_ms": percentile(itl, 50), "itl_p95_ms": percentile(itl, 95),
+            "tokens_per_s": tokens / last if last else 0.0, "tokens": tokens, "wall_s": last,
+            # Where a token's time goes: the model work vs the wall time each token costs the server.
+            "step_compute_p50_ms": percentile([c for v in visitors for c in v.compute_ms], 50),
+            "wall_ms_per_token": 1000 * last / tokens if tokens else None,
+            "errors": len(errors), "error_kinds": {e: errors.count(e) for e in sorted(set(errors))},
+            "stop_reasons": {str(s): stops.count(s) for s in sorted(set(stops), key=str)}}
+
+
+def add_ratios(runs: list[dict]) -> dict:
+    """Each run against the lone visitor of this invocation; the targets judged at the largest N."""
+    lone = next((r for r in runs if r["visitors"] == 1), None)
+    for r in runs:
+        r["tokens_per_s_vs_1"] = r["tokens_per_s"] / lone["tokens_per_s"] if lone and lone["tokens_per_s"] else None
+        r["itl_p95_over_p50"] = r["itl_p95_ms"] / r["itl_p50_ms"] if r["itl_p50_ms"] else None
+    top = max(runs, key=lambda r: r["visitors"])
+    ratio, spread = top["tokens_per_s_vs_1"], top["itl_p95_over_p50"]
+    met = {"errors": top["errors"] == TARGETS["errors"],
+           "tokens_per_s_vs_1": ratio is not None and ratio >= TARGETS["tokens_per_s_vs_1"],
+           "itl_p95_over_p50": spread is not None and spread <= TARGETS["itl_p95_over_p50"]}
+    return {"at_visitors": top["visitors"], "wanted": TARGETS, "met": met}
+
+
+# ---- the server ----------------------------------------------------------------------------------
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def start_server(args, most: int, workdir: Path) -> tuple[subprocess.Popen, str]:
+    """Daphne on a free loopback port with room for `most` visitors; returns it and its http URL."""
+    port = free_port()
+    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "explainer.settings", "EXPLAINER_MODEL": args.model,
+           "HF_HUB_OFFLINE": "1", "DJANGO_DEBUG": "0",
+           "REDIS_URL": "", "EXPLAINER_HOST_PASSWORD": "",  # one plain process: no workers, no workshop pins
+           # Room for the previous batch's sockets, which may still be closing when the next batch connects.
+           "EXPLAINER_MAX_SESSIONS": str(most), "EXPLAINER_MAX_CONNECTIONS_PER_IP": str(2 * most + 8),
+           "DJANGO_ALLOWED_HOSTS": "127.0.0.1", "DATABASE_URL": f"sqlite:///{workdir / 'load.sqlite3'}"}
+    log = open(workdir / "daphne.log", "w")
+    proc = subprocess.Popen([sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port), "-v", "0",
+                             "explainer.asgi:application"], cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + args.server_timeout
+    while time.monotonic() < deadline and proc.poll() is None:
+        try:
+            with urllib.request.urlopen(url + "/healthz", timeout=5) as response:
+                if response.status == 200:  # the model is loaded
+                    return proc, url
+        except OSError:
+            time.sleep(0.3)
+    stop_server(proc)
+    log.close()
+    tail = (workdir / "daphne.log").read_text(errors="replace")[-3000:]
+    raise SystemExit(f"daphne did not become healthy within {args.server_timeout:.0f} s; its log ends:\n{tail}")
+
+
+def stop_server(proc: subprocess.Popen) -> None:
+    proc.terminate()
+    try:
+        proc.wait(timeout=20)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
+# ---- output --------------------------------------------------------------------------------------
+
+def fmt(value, digits=1) -> str:
+    return "–" if value is None else f"{value:.{digits}f}"
+
+
+def print_table(result: dict) -> None:
+    print(f"{'visitors':>8} {'ttft p50':>9} {'ttft p95':>9} {'itl p50':>8} {'itl p95':>8} {'tok/s':>8} "
+          f"{'errors':>6} {'tok/s vs 1':>10} {'itl p95/p50':>11} {'ms/token':>8} {'compute':>8}   stop reasons")
+    for r in result["runs"]:
+        print(f"{r['visitors']:>8} {fmt(r['ttft_p50_ms']):>9} {fmt(r['ttft_p95_ms']):>9} {fmt(r['itl_p50_ms']):>8} "
+              f"{fmt(r['itl_p95_ms']):>8} {fmt(r['tokens_per_s']):>8} {r['errors']:>6} "
+              f"{fmt(r['tokens_per_s_vs_1'], 2):>10} {fmt(r['itl_p95_over_p50'], 2):>11} "
+              f"{fmt(r['wall_ms_per_token']):>8} {fmt(r['step_compute_p50_ms']):>8}   {r['stop_reasons']}"
+              + (f" {r['error_kinds']}" if r["errors"] else ""))
+    print("(times in ms; ms/token = batch wall time per token produced; compute = a step's own model work, p50)")
+    t = result["targets"]
+    print(f"\ntargets at {t['at_visitors']} visitors:")
+    top = max(result["runs"], key=lambda r: r["visitors"])
+    verdict = {name: ("met" if met else "MISSED") for name, met in t["met"].items()}
+    if top["tokens_per_s_vs_1"] is None:
+        verdict["tokens_per_s_vs_1"] = "not measured (no 1 in --visitors)"
+    print(f"  errors == 0:              {verdict['errors']}")
+    print(f"  tokens/s >= 0.8x lone:    {verdict['tokens_per_s_vs_1']}")
+    print(f"  itl p95/p50 <= 2:         {verdict['itl_p95_over_p50']}")
+
+
+def parse_args(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--visitors", default="1,8,32", help="comma-separated batch sizes (1 gives the ratios' base)")
+    parser.add_argument("--max-new-tokens", type=int, default=32)
+    parser.add_argument("--prompt", default=ARTICLE_PROMPT, help="the user message every visitor sends")
+    parser.add_argument("--model", default="bundled", help="EXPLAINER_MODEL for the spawned server")
+    parser.add_argument("--url", help="bench a running server (http://host:port) instead of spawning Daphne")
+    parser.add_argument("--origin", help="Origin header (default: the server's own URL)")
+    parser.add_argument("--ack-every", type=int, default=8, help="ack after N unread messages (0 = never)")
+    parser.add_argument("--timeout", type=float, default=300, help="seconds one visitor's run may take")
+    parser.add_argument("--server-timeout", type=float, default=180, help="seconds for Daphne to become healthy")
+    parser.add_argument("--repeats", type=int, default=3, help="batches per size, pooled")
+    parser.add_argument("--warmup", type=int, default=1, help="unmeasured lone runs first")
+    parser.add_argument("--json", action="store_true", help="print one JSON object, nothing else on stdout")
+    args = parser.parse_args(argv)
+    args.batches = [int(n) for n in args.visitors.split(",") if n.strip()]
+    if not args.batches or min(args.batches) < 1 or max(args.batches) > MAX_VISITORS:
+        parser.error(f"--visitors must be integers in [1, {MAX_VISITORS}]")
+    if not 1 <= args.repeats <= 20:
+        parser.error("--repeats must be in [1, 20]")
+    return args
+
+
+async def bench(url: str, args) -> dict:
+    ws_url = url.replace("http", "ws", 1) + "/ws/session/"
+    args.origin = args.origin or url
+    for _ in range(args.warmup):
+        await run_batch(ws_url, 1, args)
+    runs = [await measure(ws_url, n, args) for n in args.batches]
+    return {"runs": runs, "targets": add_ratios(runs),
+            "params": {"max_new_tokens": args.max_new_tokens, "temperature": 0, "prompt": args.prompt,
+                       "repeats": args.repeats,
+                       "model": args.model, "ack_every": args.ack_every, "cpus": os.cpu_count(),
+                       "omp_num_threads": os.environ.get("OMP_NUM_THREADS")}}
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # unwind, so the finally stops Daphne
+    with tempfile.TemporaryDirectory(prefix="he-load-") as tmp:
+        proc, url = (None, args.url.rstrip("/")) if args.url else start_server(args, max(args.batches), Path(tmp))
+        try:
+            result = asyncio.run(bench(url, args))
+        finally:
+            if proc is not None:
+                stop_server(proc)
+    if args.json:
+        print(json.dumps(result))
+    else:
+        print_table(result)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

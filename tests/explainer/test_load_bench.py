@@ -1,0 +1,32 @@
+"""bench/load.py runs end to end against its own Daphne: the JSON has its shape and no visitor failed.
+
+No timing is asserted: the figures depend on the machine.
+"""
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+RUN_FIELDS = {"visitors", "ttft_p50_ms", "ttft_p95_ms", "itl_p50_ms", "itl_p95_ms", "tokens_per_s", "errors",
+              "tokens", "visitor_runs", "tokens_per_s_vs_1", "itl_p95_over_p50", "stop_reasons"}
+
+
+def test_two_visitors_run_without_errors():
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    command = [sys.executable, "bench/load.py", "--visitors", "1,2", "--max-new-tokens", "4", "--repeats", "2", "--json"]
+    result = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stderr[-3000:]
+    report = json.loads(result.stdout)  # nothing but the one object on stdout
+    assert [run["visitors"] for run in report["runs"]] == [1, 2]
+    for run in report["runs"]:
+        assert RUN_FIELDS <= set(run), RUN_FIELDS - set(run)
+        assert run["errors"] == 0, run["error_kinds"]
+        assert run["visitor_runs"] == 2 * run["visitors"]
+        assert run["tokens"] == 4 * run["visitor_runs"]  # every visitor got all its tokens (greedy: no early EOS here)
+        assert run["ttft_p50_ms"] > 0 and run["itl_p50_ms"] > 0 and run["tokens_per_s"] > 0
+    assert report["runs"][0]["tokens_per_s_vs_1"] == 1.0
+    assert report["targets"]["at_visitors"] == 2 and set(report["targets"]["met"]) == {
+        "errors", "tokens_per_s_vs_1", "itl_p95_over_p50"}
+    assert report["targets"]["met"]["errors"] is True
