@@ -3,6 +3,9 @@ PYTHON ?= python3
 VENV := .venv
 PORT ?= 8000
 PYTEST_ARGS ?=
+# Daphne drops frames past 128 KiB at the transport; up to that the app refuses >64 KiB with a named error
+# (EXPLAINER_MAX_FRAME_BYTES, docs/protocol.md "Limits and flow control").
+DAPHNE_LIMITS ?= --websocket-max-message-size 131072 --websocket-max-frame-size 131072 --application-close-timeout 10
 
 .PHONY: venv run test
 
@@ -16,7 +19,7 @@ $(VENV)/.installed: requirements.txt requirements-dev.txt
 
 run: venv
 	$(VENV)/bin/python manage.py migrate --noinput
-	$(VENV)/bin/daphne -b 127.0.0.1 -p $(PORT) explainer.asgi:application
+	$(VENV)/bin/daphne -b 127.0.0.1 -p $(PORT) $(DAPHNE_LIMITS) explainer.asgi:application
 
 # pytest exits 5 when it collects nothing; make passes that on as a failure.
 test: venv

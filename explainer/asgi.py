@@ -14,8 +14,11 @@ from django.conf import settings  # noqa: E402
 from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler  # noqa: E402
 
 from explainer.cors import CorsMiddleware  # noqa: E402
+from explainer.daphne_patch import patch_daphne_shutdown  # noqa: E402
 from explainer.routing import embed_patterns, session_patterns  # noqa: E402
 from explainer.worker import worker_router  # noqa: E402
+
+patch_daphne_shutdown()
 
 
 class WebSocketRouter:

@@ -66,6 +66,8 @@ class SessionConsumer(AsyncJsonWebsocketConsumer):
             if not isinstance(exc, ProtocolError):
                 log.info("refused frame: %s", exc)
             await self.send_frame(as_error(exc))
+            if self.guard.should_close:  # kept flooding past the rate limit
+                await self.close(code=limits.REFUSED_CLOSE_CODE)
 
     async def worker_frame(self, event):
         """A message from this visitor's run on an inference worker (REDIS_URL mode)."""

@@ -7,6 +7,7 @@ import math
 CLIENT_TYPES = ("start", "pause", "resume", "step", "stop", "fork", "detail", "retemper", "measure", "ack", "follow")
 MEASURES = ("prefill_decode", "kv", "capacity", "batch", "speculative", "quantize")
 DETAIL_WHATS = ("attention", "hidden", "embedding", "lens")
+MAX_DEPTH = 8  # client messages nest 4 deep (start > messages > [] > {}); deeper frames are refused whole
 
 
 class ProtocolError(ValueError):
@@ -27,6 +28,8 @@ def parse_frame(text: str | None, binary: bytes | None, max_bytes: int) -> dict:
     if text is None or len(text.encode("utf-8", "surrogatepass")) > max_bytes:
         raise ProtocolError("frame_too_large", f"frames are limited to {max_bytes} bytes")
     message = json_object(text)
+    if nesting_depth(message) > MAX_DEPTH:
+        raise ProtocolError("bad_json", f"objects and arrays may nest at most {MAX_DEPTH} deep")
     kind = message.get("type")
     if not isinstance(kind, str):
         raise ProtocolError("missing_field", "every frame needs a string type", "type")
@@ -44,6 +47,19 @@ def json_object(text: str | bytes) -> dict:
     if not isinstance(value, dict):
         raise ProtocolError("bad_json", "expected a JSON object")
     return value
+
+
+def nesting_depth(value) -> int:
+    """How deep objects and arrays nest (1 for a flat object), without recursion."""
+    deepest, stack = 0, [(value, 1)]
+    while stack:
+        value, depth = stack.pop()
+        if isinstance(value, (dict, list)):
+            deepest = max(deepest, depth)
+            if deepest > MAX_DEPTH:
+                break
+            stack.extend((item, depth + 1) for item in (value.values() if isinstance(value, dict) else value))
+    return deepest
 
 
 def _reject_constant(name: str):
@@ -68,7 +84,7 @@ def number(message: dict, name: str) -> float | None:
     value = message.get(name)
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or (isinstance(value, float) and not math.isfinite(value)):
         raise ProtocolError("wrong_type", f"{name} must be a finite number", name)
     return value
 
@@ -84,7 +100,7 @@ def choice(message: dict, name: str, options: tuple[str, ...]) -> str:
 
 def prompt_fields(message: dict) -> dict:
     """messages or text (exactly one), and params as an object."""
-    has_messages, has_text = "messages" in message, "text" in message
+    has_messages, has_text = message.get("messages") is not None, message.get("text") is not None
     if has_messages == has_text:
         raise ProtocolError("missing_field", "start needs exactly one of messages or text", "messages")
     params = message.get("params", {})

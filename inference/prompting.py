@@ -34,7 +34,27 @@ def validate_messages(messages) -> list[dict]:
     for i, m in enumerate(messages):
         if not isinstance(m, dict) or not isinstance(m.get("content"), str) or m.get("role") not in ROLES:
             raise PromptError(f"messages[{i}]", f"must be {{role: one of {', '.join(ROLES)}, content: string}}", "wrong_type")
+        if not is_unicode(m["content"]):
+            raise PromptError(f"messages[{i}]", "content must be valid Unicode (no lone surrogates)", "invalid_value")
     return [{"role": m["role"], "content": m["content"]} for m in messages]
+
+
+def validate_text(text) -> str:
+    """Raw prompt text: a non-empty string the tokenizer can encode."""
+    if not isinstance(text, str) or not text:
+        raise PromptError("text", "must be a non-empty string", "wrong_type")
+    if not is_unicode(text):
+        raise PromptError("text", "must be valid Unicode (no lone surrogates)", "invalid_value")
+    return text
+
+
+def is_unicode(text: str) -> bool:
+    """False for strings with lone surrogates (JSON allows "\\ud800"; UTF-8 and the tokenizers do not)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def render_messages(tokenizer, messages: list[dict]) -> tuple[str, list[dict]]:
@@ -76,8 +96,7 @@ def _build(tokenizer, messages, text, input_ids) -> Prompt:
         rendered, spans = render_messages(tokenizer, messages)
         encoded = tokenizer(rendered, add_special_tokens=False, return_offsets_mapping=True)
     else:
-        if not isinstance(text, str) or not text:
-            raise PromptError("text", "must be a non-empty string", "wrong_type")
+        validate_text(text)
         rendered, spans = text, [{"role": "text", "start": 0, "end": len(text)}]
         encoded = tokenizer(rendered, return_offsets_mapping=True)
     ids = list(encoded["input_ids"])

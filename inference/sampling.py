@@ -21,6 +21,8 @@ from transformers import (
 
 STAGE_TOP_N = 10  # candidates recorded after each stage
 MAX_SEED = 2**63 - 1
+MIN_TEMPERATURE = 0.01  # below it (but above 0) float32 logits / T overflow to inf and sampling breaks
+FLOAT_FIELDS = ("temperature", "top_p", "min_p", "repetition_penalty", "presence_penalty", "frequency_penalty")
 
 
 class ParamError(ValueError):
@@ -53,12 +55,20 @@ class SamplingParams:
             raise ParamError(unknown[0], f"unknown parameter; allowed: {', '.join(sorted(known))}", "unknown_param")
         if "stop" in data:
             data["stop"] = _stop_strings(data["stop"])
+        if "max_new_tokens" not in data and max_new_tokens_cap is not None:  # the default must not exceed the cap
+            data["max_new_tokens"] = min(cls.max_new_tokens, max_new_tokens_cap)
+        for name in FLOAT_FIELDS:  # JSON's 2 is an int; transformers' processors insist on floats
+            if type(data.get(name)) is int and abs(data[name]) < 2**53:
+                data[name] = float(data[name])
         params = cls(**data)
         params.validate(max_new_tokens_cap)
         return params
 
     def validate(self, max_new_tokens_cap: int | None = None) -> None:
         _number("temperature", self.temperature, 0.0, 2.0)
+        if 0 < self.temperature < MIN_TEMPERATURE:
+            raise ParamError("temperature", f"must be 0 (greedy) or in [{MIN_TEMPERATURE:g}, 2], got {self.temperature!r}",
+                             "out_of_range")
         _integer("top_k", self.top_k, 0, None)
         _number("top_p", self.top_p, 0.0, 1.0, low_open=True)
         _number("min_p", self.min_p, 0.0, 1.0)
@@ -79,7 +89,7 @@ class SamplingParams:
 def _number(name: str, value, low: float, high: float, low_open: bool = False) -> None:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise ParamError(name, f"must be a number, not {type(value).__name__}", "wrong_type")
-    if not math.isfinite(value) or value > high or value < low or (low_open and value == low):
+    if (isinstance(value, float) and not math.isfinite(value)) or value > high or value < low or (low_open and value == low):
         bracket = "(" if low_open else "["
         raise ParamError(name, f"must be in {bracket}{low:g}, {high:g}], got {value!r}", "out_of_range")
 
@@ -100,6 +110,10 @@ def _stop_strings(value) -> tuple[str, ...]:
     for item in value:
         if not isinstance(item, str) or not 1 <= len(item) <= 64:
             raise ParamError("stop", "each stop string must be 1 to 64 characters", "out_of_range")
+        try:
+            item.encode("utf-8")
+        except UnicodeEncodeError:  # a lone surrogate ("\\ud800" in JSON) can never appear in decoded text
+            raise ParamError("stop", "stop strings must be valid Unicode (no lone surrogates)", "invalid_value") from None
     return tuple(value)
 
 

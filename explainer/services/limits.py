@@ -1,20 +1,157 @@
-"""Per-socket and per-IP limits (issue 7). Placeholder: admits everything until the limits land."""
+"""Per-socket and per-address limits (docs/protocol.md, "Limits and flow control").
 
-REFUSED_CLOSE_CODE = 4029
+A token bucket caps each socket's message rate; a socket that keeps flooding is closed. Open sockets are
+counted per client address. The outbound window (how far a run may get ahead of what its client has
+read) is `OutboundWindow`, used by explainer/services/sessions.py.
+"""
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections import Counter
+
+from django.conf import settings
+
+from explainer.protocol import ProtocolError
+
+REFUSED_CLOSE_CODE = 4029  # like HTTP 429: too many connections, or a socket that kept flooding
+STRIKES_BEFORE_CLOSE = 50  # refused frames a socket may accumulate before it is closed
+STRIKES_FORGIVEN_PER_S = 1.0  # a flooder that calms down earns its strikes back slowly
+
+_lock = threading.Lock()
+_open_per_address: Counter[str] = Counter()
+
+
+class RateLimited(ProtocolError):
+    """`rate_limited`, with how long to wait before the next frame is accepted."""
+
+    def __init__(self, retry_after_s: float):
+        super().__init__("rate_limited", f"too many messages; wait {retry_after_s:g} s")
+        self.retry_after_s = retry_after_s
+
+    def as_message(self) -> dict:
+        return {**super().as_message(), "retry_after_s": self.retry_after_s}
+
+
+def now() -> float:
+    """The buckets' clock (tests replace it)."""
+    return time.monotonic()
+
+
+class TokenBucket:
+    """`rate` tokens a second, at most `burst` saved up; each accepted event spends one."""
+
+    def __init__(self, rate: float, burst: float, clock=None):
+        self.rate, self.burst, self.clock = rate, burst, clock or now
+        self.tokens, self.last = burst, self.clock()
+
+    def take(self) -> float:
+        """0 when a token was spent, else the seconds until one will be there."""
+        t = self.clock()
+        self.tokens = min(self.burst, self.tokens + (t - self.last) * self.rate)
+        self.last = t
+        if self.tokens >= 1:
+            self.tokens -= 1
+            return 0.0
+        return (1 - self.tokens) / self.rate
+
+
+def client_address(scope) -> str | None:
+    """The peer's address; behind a trusted proxy, the nearest X-Forwarded-For hop that is not a proxy."""
+    peer = (scope.get("client") or [None])[0]
+    trusted = settings.EXPLAINER_TRUSTED_PROXIES
+    if peer is None or peer not in trusted:
+        return peer
+    forwarded = b",".join(v for k, v in scope.get("headers", []) if k.lower() == b"x-forwarded-for")
+    hops = [hop.strip() for hop in forwarded.decode("latin-1").split(",") if hop.strip()]
+    # Read from the right: each trusted proxy appended the address it saw; the left part is the client's word.
+    for hop in reversed(hops):
+        if hop not in trusted:
+            return hop
+    return hops[0] if hops else peer
 
 
 class SocketGuard:
-    """Connections per IP, message rate per socket."""
+    """Connections per address, message rate per socket."""
 
     def __init__(self, scope):
-        self.scope = scope
+        self.address = client_address(scope)
+        self.counted = False
+        rate = settings.EXPLAINER_RATE_PER_S  # 0 turns the rate limit off
+        self.bucket = TokenBucket(rate, max(1.0, settings.EXPLAINER_RATE_BURST)) if rate > 0 else None
+        self.strikes = TokenBucket(STRIKES_FORGIVEN_PER_S, STRIKES_BEFORE_CLOSE)
+        self.should_close = False  # set once the socket has flooded past STRIKES_BEFORE_CLOSE
 
     def admit(self) -> dict | None:
-        """None to admit, else the `error` message to send before closing."""
+        """None to admit, else the `error` message to send before closing with REFUSED_CLOSE_CODE."""
+        limit = settings.EXPLAINER_MAX_CONNECTIONS_PER_IP  # 0 turns the limit off
+        if self.address is None or limit <= 0:  # no address (a UNIX socket, no trusted proxy): nothing to count by
+            return None
+        with _lock:
+            if _open_per_address[self.address] >= limit:
+                return {"type": "error", "code": "too_many_connections",
+                        "message": f"at most {limit} open connections per address", "field": None}
+            _open_per_address[self.address] += 1
+            self.counted = True
         return None
 
     def check_rate(self) -> None:
-        """Raise ProtocolError("rate_limited", …) when the socket sends too fast."""
+        """Raise RateLimited when the socket sends faster than its bucket allows."""
+        wait = self.bucket.take() if self.bucket else 0.0
+        if wait:
+            if self.strikes.take():
+                self.should_close = True
+            raise RateLimited(round(max(wait, 0.01), 2))
 
     def release(self) -> None:
-        """The socket closed."""
+        """The socket closed (safe to call twice, and for a socket that was never admitted)."""
+        if not self.counted:
+            return
+        self.counted = False
+        with _lock:
+            _open_per_address[self.address] -= 1
+            if _open_per_address[self.address] <= 0:
+                del _open_per_address[self.address]
+
+
+def open_connections(address: str) -> int:
+    """How many sockets from this address are open now."""
+    with _lock:
+        return _open_per_address.get(address, 0)
+
+
+class OutboundWindow:
+    """How many messages a run has sent and its client has read (`ack`); the run waits while too far ahead.
+
+    The window holds from the client's first ack on: acks are the client's word, so they can only protect a
+    client that sends them (the page); one that never acks (the host page, a script) is never held back.
+    """
+
+    def __init__(self, size: int):
+        self.size, self.sent, self.acked = size, 0, 0
+        self.acking = False  # the client has acked at least once
+        self._changed = asyncio.Event()
+
+    @property
+    def full(self) -> bool:
+        return self.acking and self.sent - self.acked > self.size
+
+    def count_sent(self) -> None:
+        self.sent += 1
+
+    def ack(self, received: int) -> None:
+        """The client has read `received` messages on this socket (acks only move forward)."""
+        self.acked = max(self.acked, received)
+        self.acking = True
+        self._changed.set()
+
+    def wake(self) -> None:
+        """Make a waiting run look again (it was stopped or ended)."""
+        self._changed.set()
+
+    async def wait_for_room(self, give_up) -> None:
+        """Return once the window has room, or as soon as give_up() is true."""
+        while self.full and not give_up():
+            self._changed.clear()
+            await self._changed.wait()

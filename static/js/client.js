@@ -5,9 +5,19 @@
 //   "<type>"            the same message under its own type: session, prefill, step, done, status, busy, error, ...
 //   "state"             {state: "connecting" | "open" | "closed", attempt, retryInMs}
 // The socket reconnects with exponential backoff (with jitter) until close() is called.
+//
+// Flow control (docs/protocol.md, "Limits and flow control"): the client tells the server how many
+// messages it has read on this socket, {type: "ack", received: N}: after ACK_EVERY unacked messages (at
+// most every ACK_MIN_INTERVAL_MS, so acks stay far below the server's rate limit; at once past ACK_URGENT,
+// before the server's window of 32 fills) and after ACK_IDLE_MS of quiet. A page that falls behind makes
+// the server pause the run instead of queueing.
 
 const MIN_DELAY_MS = 500;
 const MAX_DELAY_MS = 15000;
+const ACK_EVERY = 8;
+const ACK_URGENT = 24;
+const ACK_MIN_INTERVAL_MS = 100;
+const ACK_IDLE_MS = 250;
 
 export function sessionUrl(loc = window.location) {
   return `${loc.protocol === "https:" ? "wss" : "ws"}://${loc.host}/ws/session/`;
@@ -20,6 +30,10 @@ export class SessionClient extends EventTarget {
   #timer = null;
   #closed = false;
   #queue = [];
+  #received = 0; // server messages read on the current socket (what `ack` reports)
+  #acked = 0;
+  #ackedAt = -Infinity;
+  #ackTimer = null;
   state = "closed";
 
   constructor(url = sessionUrl()) {
@@ -44,6 +58,8 @@ export class SessionClient extends EventTarget {
     socket.addEventListener("open", () => {
       if (socket !== this.#socket) return;
       this.#attempt = 0;
+      this.#received = 0; // the server counts per socket
+      this.#acked = 0;
       this.#setState("open");
       const pending = this.#queue.splice(0);
       for (const text of pending) socket.send(text);
@@ -51,14 +67,17 @@ export class SessionClient extends EventTarget {
     socket.addEventListener("message", (event) => {
       if (socket !== this.#socket) return;
       if (typeof event.data !== "string") return;
-      let msg;
-      try { msg = JSON.parse(event.data); } catch { return; }
-      if (!msg || typeof msg !== "object" || typeof msg.type !== "string") return;
-      this.dispatchEvent(new CustomEvent("message", { detail: msg }));
-      if (msg.type !== "message" && msg.type !== "state") this.dispatchEvent(new CustomEvent(msg.type, { detail: msg }));
+      this.#received += 1;
+      try {
+        this.#dispatch(event.data);
+      } finally {
+        this.#noteRead(socket); // acked once the page has handled it: a busy page slows the run down
+      }
     });
     socket.addEventListener("close", () => {
       if (socket !== this.#socket) return;
+      clearTimeout(this.#ackTimer);
+      this.#ackTimer = null;
       this.#socket = null;
       if (this.#closed) this.#setState("closed");
       else this.#scheduleReconnect();
@@ -99,6 +118,30 @@ export class SessionClient extends EventTarget {
     clearTimeout(this.#timer);
     this.#timer = null;
     this.connect();
+  }
+
+  #dispatch(text) {
+    let msg;
+    try { msg = JSON.parse(text); } catch { return; }
+    if (!msg || typeof msg !== "object" || typeof msg.type !== "string") return;
+    this.dispatchEvent(new CustomEvent("message", { detail: msg }));
+    if (msg.type !== "message" && msg.type !== "state") this.dispatchEvent(new CustomEvent(msg.type, { detail: msg }));
+  }
+
+  #noteRead(socket) {
+    clearTimeout(this.#ackTimer);
+    this.#ackTimer = null;
+    const unacked = this.#received - this.#acked;
+    const due = unacked >= ACK_URGENT || (unacked >= ACK_EVERY && Date.now() - this.#ackedAt >= ACK_MIN_INTERVAL_MS);
+    if (due) this.#ack(socket);
+    else this.#ackTimer = setTimeout(() => { this.#ackTimer = null; this.#ack(socket); }, ACK_IDLE_MS);
+  }
+
+  #ack(socket) {
+    if (socket !== this.#socket || socket.readyState !== WebSocket.OPEN || this.#received <= this.#acked) return;
+    this.#acked = this.#received;
+    this.#ackedAt = Date.now();
+    socket.send(JSON.stringify({ type: "ack", received: this.#received }));
   }
 
   #scheduleReconnect() {
