@@ -1,6 +1,6 @@
 from django.contrib import admin
 
-from explainer.models import RecordedRun
+from explainer.models import RecordedRun, WorkshopState
 
 
 @admin.register(RecordedRun)
@@ -20,3 +20,11 @@ class RecordedRunAdmin(admin.ModelAdmin):
 
     def has_change_permission(self, request, obj=None):
         return False
+
+
+@admin.register(WorkshopState)
+class WorkshopStateAdmin(admin.ModelAdmin):
+    """The workshop host's pins and limits (the host page sets them; an admin can reset them here)."""
+
+    list_display = ("id", "own_runs_allowed", "max_new_tokens", "max_sessions", "pins", "updated_at")
+    readonly_fields = ("broadcast", "updated_at")

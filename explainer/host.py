@@ -1,6 +1,250 @@
-"""Workshop mode, the host's side: the password-protected host page and its socket. Placeholder."""
-from django.http import Http404
+"""Workshop mode, the host's side: the password-protected host page and its socket.
+
+The host page (`/host/`) logs in with settings.EXPLAINER_HOST_PASSWORD (none set = workshop mode off)
+and opens `/ws/host/`. That socket sends `host_stats` every second and takes the host's commands: a
+`broadcast` run whose every frame goes to the "workshop" group (explainer/services/workshop.py has the
+visitors' side), its controls, `pin` and `limits` (stored by explainer/services/workshop_policy.py).
+"""
+from __future__ import annotations
+
+import asyncio
+import hmac
+import logging
+import secrets
+import time
+
+from channels.db import database_sync_to_async
+from channels.exceptions import ChannelFull
+from channels.generic.websocket import AsyncJsonWebsocketConsumer
+from django.conf import settings
+from django.core.cache import cache
+from django.shortcuts import redirect, render
+from django.views.decorators.http import require_http_methods
+
+from explainer.protocol import ProtocolError, json_object, prompt_fields
+from explainer.services import host_stats, limits, runs, workshop_policy
+from explainer.services.sessions import as_error
+from explainer.services.workshop import GROUP
+
+log = logging.getLogger(__name__)
+SESSION_FLAG = "workshop_host"
+NOT_HOST_CLOSE_CODE = 4003
+MAX_FAILURES, LOCKOUT_S = 5, 60  # wrong passwords per client address before a short lockout
+STATS_EVERY_S = 1.0
+RUN_VERBS = ("pause", "resume", "step", "stop", "ack")
+COMMANDS = ("broadcast", "pin", "limits") + RUN_VERBS
 
 
+# ---- the page ---------------------------------------------------------------------------------------
+
+def _failures_key(request) -> str:
+    """Per client address; under Daphne the one the socket limits use (trusted proxies resolved)."""
+    scope = getattr(request, "scope", None)
+    address = limits.client_address(scope) if scope else request.META.get("REMOTE_ADDR")
+    return f"host-login-failures:{address or ''}"
+
+
+@require_http_methods(["GET", "HEAD", "POST"])
 def host_page(request):
-    raise Http404("workshop mode is not built yet")
+    """Log in (POST password), log out (POST action=logout), or show the host's dashboard."""
+    if not settings.EXPLAINER_HOST_PASSWORD:
+        return render(request, "host.html", {"disabled": True}, status=404)
+    if request.method == "POST" and request.POST.get("action") == "logout":
+        request.session.pop(SESSION_FLAG, None)
+        return redirect("host")
+    if request.method == "POST":
+        return _log_in(request)
+    return render(request, "host.html", {"logged_in": bool(request.session.get(SESSION_FLAG))})
+
+
+def _log_in(request):
+    key = _failures_key(request)
+    if cache.get(key, 0) >= MAX_FAILURES:
+        return render(request, "host.html", {"error": f"Too many wrong passwords: wait {LOCKOUT_S} s."}, status=429)
+    given = request.POST.get("password", "")
+    if hmac.compare_digest(given.encode(), settings.EXPLAINER_HOST_PASSWORD.encode()):
+        cache.delete(key)
+        request.session.cycle_key()  # a fresh session id for the new privilege
+        request.session[SESSION_FLAG] = True
+        return redirect("host")
+    cache.set(key, cache.get(key, 0) + 1, LOCKOUT_S)
+    return render(request, "host.html", {"error": "Wrong password."}, status=403)
+
+
+@database_sync_to_async
+def _is_host(scope) -> bool:
+    session = scope.get("session")
+    return bool(settings.EXPLAINER_HOST_PASSWORD and session is not None and session.get(SESSION_FLAG))
+
+
+# ---- the broadcast ------------------------------------------------------------------------------------
+
+class Broadcast:
+    """The host's current broadcast run: its id, its frames so far (bounded, for late joiners), its summary."""
+
+    def __init__(self):
+        self.id: str | None = None
+        self.summary: dict = {}
+        self.kept: list[tuple[int, dict]] = []
+        self.next_seq = 0
+
+    def begin(self, fields: dict, host: str) -> None:
+        self.id = secrets.token_hex(6)
+        self.summary = {"id": self.id, "host": host, "started_at": time.time(), "messages": fields["messages"],
+                        "text": fields["text"], "params": fields["params"], "state": "starting", "step": 0}
+        self.kept, self.next_seq = [], 0
+
+    def keep(self, frame: dict) -> int:
+        """Number the frame; keep it unless it only repeats a status (pause/resume clicks bound the rest)."""
+        seq, self.next_seq = self.next_seq, self.next_seq + 1
+        if frame["type"] == "status" and self.kept and self.kept[-1][1]["type"] == "status":
+            self.kept.pop()
+        if len(self.kept) < 2 * settings.EXPLAINER_MAX_NEW_TOKENS + 32:
+            self.kept.append((seq, frame))
+        if frame["type"] == "step":
+            self.summary["step"] = frame["step"]
+        elif frame["type"] == "status":
+            self.summary["state"] = frame["state"]
+        elif frame["type"] == "error":
+            self.summary["state"] = "failed"
+        return seq
+
+    @property
+    def live(self) -> bool:
+        return workshop_policy.is_live(self.summary)
+
+
+# ---- the host's socket -----------------------------------------------------------------------------------
+
+class HostConsumer(AsyncJsonWebsocketConsumer):
+    """/ws/host/: stats every second; broadcast, pause/resume/step/stop, pin, limits."""
+
+    async def connect(self):
+        await self.accept()
+        if not await _is_host(self.scope):
+            await self.send_json({"type": "error", "code": "not_host", "field": None,
+                                  "message": "log in as the workshop host at /host/ first"})
+            await self.close(code=NOT_HOST_CLOSE_CODE)
+            return
+        self.broadcast = Broadcast()
+        self.run = runs.open_run(self._send_frame, self.channel_name)
+        await self.channel_layer.group_add(GROUP, self.channel_name)
+        self.ticker = asyncio.create_task(self._tick())
+
+    async def disconnect(self, code):
+        if not hasattr(self, "run"):
+            return
+        self.ticker.cancel()
+        await self.channel_layer.group_discard(GROUP, self.channel_name)
+        await self.run.end()
+        if self.broadcast.live:  # the room must not wait for a run nobody drives
+            self.broadcast.summary["state"] = "ended"
+            await self._publish(replaces=self.broadcast.id)
+
+    async def receive(self, text_data=None, bytes_data=None, **kwargs):
+        """One command; a refusal is an `error` and the socket stays open."""
+        if not hasattr(self, "run"):
+            return
+        try:
+            if text_data is None or len(text_data.encode("utf-8", "surrogatepass")) > settings.EXPLAINER_MAX_FRAME_BYTES:
+                raise ProtocolError("frame_too_large", f"send JSON text frames of at most {settings.EXPLAINER_MAX_FRAME_BYTES} bytes")
+            message = json_object(text_data)
+            kind = message.get("type")
+            if kind not in COMMANDS:
+                raise ProtocolError("unknown_type", f"the host's commands are {', '.join(COMMANDS)}", "type")
+            if kind in RUN_VERBS:
+                await getattr(self.run, kind)(message)
+            else:
+                await getattr(self, f"_{kind}")(message)
+        except Exception as exc:
+            if not isinstance(exc, ProtocolError):
+                log.info("host command refused: %s", exc)
+            await self.send_json(as_error(exc))
+
+    async def _broadcast(self, message: dict) -> None:
+        """Start the host's run for the room (ending any earlier one, on any host socket)."""
+        fields = prompt_fields(message)
+        await self.run.end()  # before numbering anew: the old run must send nothing into the new broadcast
+        self.broadcast.begin(fields, self.channel_name)
+        await self._publish()
+        start = {"type": "start", "params": fields["params"], "paused": fields["paused"]}
+        start.update({"messages": fields["messages"]} if fields["messages"] is not None else {"text": fields["text"]})
+        try:
+            await self.run.start(start)
+        except Exception:
+            self.broadcast.summary["state"] = "failed"
+            await self._publish(replaces=self.broadcast.id)
+            raise
+
+    async def _pin(self, message: dict) -> None:
+        pins = workshop_policy.validate_pins(message.get("params", {}))
+        await self._announce(await workshop_policy.save_pins(pins))
+
+    async def _limits(self, message: dict) -> None:
+        limits = workshop_policy.validate_limits(message)
+        await self._announce(await workshop_policy.save_limits(limits))
+
+    async def _send_frame(self, frame: dict) -> None:
+        """The broadcast run's `send`: every frame to the room, numbered, and to the host's page."""
+        if frame["type"] == "busy":  # no slot for the host's run: the host's news, not the room's
+            await self.send_json(frame)
+            if self.broadcast.summary.get("state") == "starting":
+                self.broadcast.summary["state"] = "busy"
+                await self._publish(replaces=self.broadcast.id)
+            return
+        seq = self.broadcast.keep(frame)
+        await self.channel_layer.group_send(GROUP, {"type": "workshop.frame", "broadcast": self.broadcast.id,
+                                                    "seq": seq, "frame": frame})
+        await self.send_json(frame)
+        if frame["type"] in ("status", "error"):
+            await self._publish(replaces=self.broadcast.id)
+
+    async def _publish(self, replaces: str | None = None) -> None:
+        """Store the broadcast's summary and tell every socket (visitors update, other hosts stand down)."""
+        state = await workshop_policy.save_broadcast(dict(self.broadcast.summary), replaces)
+        if state is not None:
+            await self._announce(state)
+
+    async def _announce(self, state: dict) -> None:
+        await self.channel_layer.group_send(GROUP, {"type": "workshop.event", "kind": "state", "state": state})
+
+    # ---- channel-layer messages -----------------------------------------------------------------
+
+    async def workshop_frame(self, event):
+        """This host's own broadcast, echoed by the group: the page already has it."""
+
+    async def workshop_event(self, event):
+        """A visitor asks for the broadcast so far; another host's broadcast replaces this one."""
+        if event.get("kind") == "sync" and self.broadcast.id is not None:
+            try:
+                await self.channel_layer.send(event["reply_to"], {
+                    "type": "workshop.event", "kind": "frames", "broadcast": self.broadcast.id,
+                    "frames": list(self.broadcast.kept), "next_seq": self.broadcast.next_seq})
+            except ChannelFull:  # that visitor is far behind; it asks again when more frames pile up
+                pass
+        elif event.get("kind") == "state" and self._superseded_by(event["state"].get("broadcast") or {}):
+            await self.run.end()  # one broadcast at a time: the newest wins
+            self.broadcast = Broadcast()
+
+    def _superseded_by(self, other: dict) -> bool:
+        """Another host socket started a broadcast after this one (stale news about older ones is ignored)."""
+        mine = self.broadcast.summary
+        return bool(mine) and other.get("host") not in (None, self.channel_name) and \
+            other.get("started_at", 0) > mine["started_at"]
+
+    async def worker_frame(self, event):
+        """A message from the broadcast run on an inference worker (REDIS_URL mode)."""
+        await self.run.on_worker_frame(event)
+
+    async def _tick(self) -> None:
+        while True:
+            try:
+                await self.send_json(await self._stats())
+            except Exception:  # a stats hiccup must not end the host's socket
+                log.exception("host stats failed")
+            await asyncio.sleep(STATS_EVERY_S)
+
+    async def _stats(self) -> dict:
+        shared = await workshop_policy.snapshot()
+        return {"type": "host_stats", **host_stats.server_stats(), "broadcast": self.broadcast.summary or
+                shared["broadcast"], "pins": shared["pins"], "limits": shared["limits"]}

@@ -32,7 +32,15 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    # After XFrameOptionsMiddleware: its response hook runs first, so embeds can be exempted (explainer/security.py).
+    "explainer.security.SecurityHeadersMiddleware",
 ]
+
+# Security headers (SecurityMiddleware, XFrameOptionsMiddleware; the CSP comes from explainer/security.py).
+SECURE_CONTENT_TYPE_NOSNIFF = True
+SECURE_REFERRER_POLICY = "same-origin"
+SECURE_CROSS_ORIGIN_OPENER_POLICY = "same-origin"
+X_FRAME_OPTIONS = "DENY"
 
 ROOT_URLCONF = "explainer.urls"
 ASGI_APPLICATION = "explainer.asgi.application"
@@ -43,6 +51,12 @@ EXPLAINER_WORKERS = bool(REDIS_URL)
 CHANNEL_LAYERS = {"default": {"BACKEND": "channels_redis.core.RedisChannelLayer",
                               "CONFIG": {"hosts": [REDIS_URL], "capacity": 1000, "expiry": 60}}} if REDIS_URL \
     else {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+# The workers' channels (one `runworker` per GPU), how long a start waits for their pongs, and how long
+# a worker may stay silent before its visitors are told it was lost.
+EXPLAINER_WORKER_CHANNELS = [c.strip() for c in os.environ.get("EXPLAINER_WORKER_CHANNELS", "inference-0").split(",")
+                             if c.strip()]
+EXPLAINER_WORKER_PICK_S = float(os.environ.get("EXPLAINER_WORKER_PICK_S", "1.5"))
+EXPLAINER_WORKER_TIMEOUT_S = float(os.environ.get("EXPLAINER_WORKER_TIMEOUT_S", "10"))
 
 TEMPLATES = [
     {
@@ -106,6 +120,21 @@ EXPLAINER_MAX_SESSIONS = int(os.environ.get("EXPLAINER_MAX_SESSIONS", "8"))  # g
 EXPLAINER_MAX_PROMPT_TOKENS = int(os.environ.get("EXPLAINER_MAX_PROMPT_TOKENS", "384"))
 EXPLAINER_MAX_NEW_TOKENS = int(os.environ.get("EXPLAINER_MAX_NEW_TOKENS", "256"))
 EXPLAINER_MAX_FRAME_BYTES = int(os.environ.get("EXPLAINER_MAX_FRAME_BYTES", str(64 * 1024)))
+# Hardening (docs/protocol.md, "Limits and flow control"): frames per second per socket (token bucket),
+# open sockets per client address, the proxies whose X-Forwarded-For is believed, how many messages a
+# run may send ahead of its client's `ack`, and how many model calls may wait for the device before
+# detail/measure/retemper requests are told `busy`.
+EXPLAINER_RATE_PER_S = float(os.environ.get("EXPLAINER_RATE_PER_S", "20"))
+EXPLAINER_RATE_BURST = float(os.environ.get("EXPLAINER_RATE_BURST", "40"))
+EXPLAINER_MAX_CONNECTIONS_PER_IP = int(os.environ.get("EXPLAINER_MAX_CONNECTIONS_PER_IP", "16"))
+EXPLAINER_TRUSTED_PROXIES = [p.strip() for p in os.environ.get("EXPLAINER_TRUSTED_PROXIES", "").split(",") if p.strip()]
+EXPLAINER_OUTBOUND_WINDOW = int(os.environ.get("EXPLAINER_OUTBOUND_WINDOW", "32"))
+# A client that never acks may fall this many messages behind in all (runs included) before its run waits.
+EXPLAINER_UNACKED_MAX = int(os.environ.get("EXPLAINER_UNACKED_MAX", "1024"))
+EXPLAINER_MAX_DEVICE_QUEUE = int(os.environ.get("EXPLAINER_MAX_DEVICE_QUEUE", "16"))
+
+# Workshop mode (/host/): the host page's password; empty = workshop mode is off.
+EXPLAINER_HOST_PASSWORD = os.environ.get("EXPLAINER_HOST_PASSWORD", "")
 
 # Embeds (docs/embedding.md): which page origins may open /ws/embed/ ("*" = any; comma-separated list).
 EXPLAINER_EMBED_ORIGINS = [o.strip() for o in os.environ.get("EXPLAINER_EMBED_ORIGINS", "*").split(",") if o.strip()]

@@ -18,3 +18,11 @@ def executor_for(device: str) -> ThreadPoolExecutor:
 async def run_on(device: str, fn, *args):
     """Run fn(*args) on the device's executor and hand the result back to the event loop."""
     return await asyncio.get_running_loop().run_in_executor(executor_for(device), fn, *args)
+
+
+def queue_depth(device: str) -> int:
+    """Model calls waiting for the device (not the one running): the host page's queue."""
+    with _lock:
+        executor = _executors.get(device)
+    # ThreadPoolExecutor keeps its backlog in _work_queue; stdlib has no public accessor for it.
+    return executor._work_queue.qsize() if executor is not None else 0

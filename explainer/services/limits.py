@@ -124,18 +124,21 @@ def open_connections(address: str) -> int:
 class OutboundWindow:
     """How many messages a run has sent and its client has read (`ack`); the run waits while too far ahead.
 
-    The window holds from the client's first ack on: acks are the client's word, so they can only protect a
-    client that sends them (the page); one that never acks (the host page, a script) is never held back.
+    The window holds from the client's first ack on. A client that never acks (a short script) gets a much
+    larger ceiling, `unacked_max` messages in all, so one never-reading socket cannot grow the server's
+    memory without bound either, while a script's single run still goes through without acks.
     """
 
-    def __init__(self, size: int):
-        self.size, self.sent, self.acked = size, 0, 0
+    def __init__(self, size: int, unacked_max: int):
+        self.size, self.unacked_max, self.sent, self.acked = size, unacked_max, 0, 0
         self.acking = False  # the client has acked at least once
         self._changed = asyncio.Event()
 
     @property
     def full(self) -> bool:
-        return self.acking and self.sent - self.acked > self.size
+        if self.acking:
+            return self.sent - self.acked > self.size
+        return self.sent > self.unacked_max
 
     def count_sent(self) -> None:
         self.sent += 1

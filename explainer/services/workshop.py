@@ -1,9 +1,31 @@
-"""Workshop mode, the visitor's side: follow the host's broadcast run or go on alone. Placeholder."""
+"""Workshop mode, the visitor's side: follow the host's broadcast run step by step, or go on alone.
+
+Every article socket joins the channel-layer group "workshop". The host's socket (explainer/host.py)
+sends each frame of its broadcast run to that group, numbered (`broadcast` id, `seq` from 0); a
+following visitor forwards them to its page in `seq` order. A visitor who starts following mid-run
+asks the group for the frames so far (a "sync" event); the host answers that channel alone.
+"""
+from __future__ import annotations
+
+from explainer.protocol import ProtocolError
+from explainer.services import workshop_policy
+
 VERBS = ("follow",)
+GROUP = "workshop"
+RESYNC_EVERY = 32  # frames waiting behind a gap: ask the host again (its answer may have been dropped)
+
+_present: set["Follower"] = set()  # this process's article sockets, for the host page
+
+
+def census() -> dict:
+    """Connected and following visitors on this process's sockets."""
+    return {"connected": len(_present), "following": sum(1 for f in _present if f.following)}
 
 
 class NoFollower:
     """For sockets that never follow a host (embeds)."""
+
+    following = False
 
     def __init__(self, consumer=None):
         self.consumer = consumer
@@ -15,8 +37,6 @@ class NoFollower:
     async def go_own_way(self): pass
 
     async def handle(self, message):
-        from explainer.protocol import ProtocolError
-
         raise ProtocolError("invalid_state", "this socket cannot follow a workshop host", "type")
 
     async def on_frame(self, event): pass
@@ -24,4 +44,110 @@ class NoFollower:
     async def on_event(self, event): pass
 
 
-Follower = NoFollower
+class Follower(NoFollower):
+    """One article socket's place in the workshop: following or not, and the host frames still to forward."""
+
+    def __init__(self, consumer):
+        super().__init__(consumer)
+        self.joined = False
+        self.state = workshop_policy.as_snapshot(None)
+        self._reset(None)
+
+    def _reset(self, broadcast_id: str | None) -> None:
+        self.broadcast_id, self.next_seq, self.pending = broadcast_id, 0, {}
+
+    @property
+    def layer(self):
+        return self.consumer.channel_layer
+
+    async def join(self) -> None:
+        """Join the group and tell the page what the host is doing (workshop mode only)."""
+        if not workshop_policy.enabled() or self.layer is None:
+            return
+        await self.layer.group_add(GROUP, self.consumer.channel_name)
+        self.joined = True
+        _present.add(self)
+        self.state = await workshop_policy.snapshot()
+        await self._tell()
+
+    async def leave(self) -> None:
+        _present.discard(self)
+        if self.joined:
+            self.joined = False
+            await self.layer.group_discard(GROUP, self.consumer.channel_name)
+
+    async def handle(self, message: dict) -> None:
+        """{"type": "follow", "on": true|false}."""
+        on = message.get("on")
+        if not isinstance(on, bool):
+            raise ProtocolError("wrong_type", "on must be true or false", "on")
+        if not self.joined:
+            raise ProtocolError("invalid_state", "workshop mode is off on this server", "type")
+        if on and not self.following:
+            await self.consumer.run.end()  # one run on the page at a time: the host's replaces the visitor's
+        if on != self.following:
+            self.following = on
+            self._reset(None)
+        await self._tell()
+        if on:
+            await self._ask_sync()  # the frames of a host's run already on its way
+
+    async def go_own_way(self) -> None:
+        """Before the visitor's own start: refused while the host allows no own runs; else stop following."""
+        if not self.joined:
+            return
+        self.state = await workshop_policy.snapshot()
+        if not self.state["limits"]["own_runs_allowed"]:
+            raise ProtocolError("workshop_pinned", "the workshop host has turned off visitors' own runs: "
+                                "follow the host's run", "type")
+        if self.following:
+            self.following = False
+            self._reset(None)
+            await self._tell()
+
+    async def on_frame(self, event: dict) -> None:
+        """One frame of the host's run, for the group: forwarded in order while following."""
+        if self.following:
+            await self._accept(event["broadcast"], [(event["seq"], event["frame"])])
+
+    async def on_event(self, event: dict) -> None:
+        """News from a host: its state (pins, limits, broadcast), or the frames this socket asked for."""
+        kind = event.get("kind")
+        if kind == "state":
+            self.state = event["state"]
+            await self._tell()
+        elif kind == "frames" and self.following:
+            await self._accept(event["broadcast"], event["frames"])
+            # What the host did not keep will never come: go on from its next frame.
+            if event["broadcast"] == self.broadcast_id and self.next_seq < event["next_seq"]:
+                self.next_seq = event["next_seq"]
+                self.pending = {seq: f for seq, f in self.pending.items() if seq >= self.next_seq}
+                await self._flush()
+
+    async def _accept(self, broadcast_id: str | None, frames) -> None:
+        if broadcast_id is None:
+            return
+        if broadcast_id != self.broadcast_id:  # a new broadcast: its frames start again at 0
+            self._reset(broadcast_id)
+        for seq, frame in frames:
+            if seq >= self.next_seq:
+                self.pending[seq] = frame
+        await self._flush()
+        if self.pending and len(self.pending) % RESYNC_EVERY == 1:
+            await self._ask_sync()  # a gap: some frames were dropped on the way (a full channel)
+
+    async def _flush(self) -> None:
+        while self.next_seq in self.pending:
+            await self.consumer.send_frame(self.pending.pop(self.next_seq))
+            self.next_seq += 1
+
+    async def _ask_sync(self) -> None:
+        await self.layer.group_send(GROUP, {"type": "workshop.event", "kind": "sync", "reply_to": self.consumer.channel_name})
+
+    async def _tell(self) -> None:
+        """The page's view of the workshop: the toggle, the banner, the pinned parameters."""
+        broadcast = {k: v for k, v in (self.state.get("broadcast") or {}).items() if k != "host"}  # a channel name
+        await self.consumer.send_frame({
+            "type": "workshop", "following": self.following, "host_live": workshop_policy.is_live(broadcast),
+            "pins": self.state.get("pins", {}), "limits": self.state.get("limits", {}), "broadcast": broadcast,
+        })

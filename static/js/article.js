@@ -3,6 +3,8 @@
 import { RunState } from "./run-state.js";
 import { SessionClient } from "./client.js";
 import { RunRecorder } from "./save-run.js";
+import { WorkshopFollow } from "./workshop-follow.js";
+import { ExamplePicker, Replay, ReplayBar, fetchJson } from "./replay.js";
 
 const ELEMENTS = [
   "he-template", "he-tokens", "he-embeddings", "he-positions", "he-mask", "he-attention", "he-layers",
@@ -16,11 +18,15 @@ const INT_PARAMS = new Set(["top_k", "max_new_tokens", "seed"]);
 const $ = (sel) => document.querySelector(sel);
 const state = new RunState();
 const client = new SessionClient();
+const workshop = new WorkshopFollow(client); // listens first: following is current when the page redraws
 let recorder = null;      // keeps the current run's payloads for "Save run"
 let lastStart = null;     // the messages and params of the last start sent
 let diagrams = [];
 let banner = null;        // {kind, text, until?} from the last message that deserves one
 let connection = { state: "closed", retryAt: null };
+let mode = "none";        // what the diagrams show: "example" or "recording" (stepped with the replay bar), or "live"
+let replayBar = null;
+let examples = null;      // the shipped examples' picker (the article page only)
 
 function make(tag, attrs = {}, text) {
   const node = document.createElement(tag);
@@ -101,6 +107,7 @@ function bindRanges() {
 // ---- run controls ---------------------------------------------------------------------------
 
 function runPhase() {
+  if (mode === "example" || mode === "recording") return "idle"; // a recording mid-way is not a run going on
   const s = state.status?.state;
   if (s === "running" || s === "paused" || s === "loading") return s;
   if (state.prefill && !state.done && s !== "finished") return "running";
@@ -140,6 +147,7 @@ function updateButtons() {
   $("#btn-resume").disabled = !online || phase !== "paused";
   $("#btn-step").disabled = !online || phase === "running" || phase === "loading";
   $("#btn-stop").disabled = !online || (phase !== "running" && phase !== "paused");
+  if (workshop.following) for (const id of ["#btn-pause", "#btn-resume", "#btn-step", "#btn-stop"]) $(id).disabled = true; // the host drives
 }
 
 // ---- banner and reply -----------------------------------------------------------------------
@@ -159,6 +167,7 @@ function bannerText() {
   const st = state.status?.state;
   const n = state.steps.length;
   if (st === "loading") return { kind: "info", text: "Loading the model…" };
+  if (mode === "example") return { kind: "info", text: "Showing a recorded example. Press play to run the model on your prompt." };
   if (st === "running") return { kind: "info", text: n && state.prefill ? `Generating… step ${n}` : "Reading the prompt…" };
   if (st === "paused") return { kind: "info", text: n ? `Paused after step ${n}.` : "Paused after the prefill. Press step." };
   if (state.done) {
@@ -193,11 +202,12 @@ function onMessage(msg) {
     banner = { kind: "busy", reason: msg.reason, until: Date.now() + 1000 * (msg.retry_after_s || 0) };
   } else if (msg.type === "session" || msg.type === "prefill") {
     banner = null;
+    if (msg.type === "session") goLive();
   } else if (banner?.kind === "error" && Date.now() - banner.at > 6000) {
     banner = null; // an old refusal should not hide a run that carries on
   }
   state.apply(msg);
-  recorder?.record(msg, lastStart);
+  recorder?.record(msg, workshop.following ? workshop.request : lastStart);
   recorder?.update(Boolean(state.done) && state.status?.state === "finished");  // after the closing checks
   feedDiagrams();
   renderChrome();
@@ -223,21 +233,62 @@ function bindReadout() {
   document.addEventListener("click", show);
 }
 
-// ---- recorded runs: /runs/<id> replays a recording with no socket and no model ------------------
+// ---- recorded runs: a permalink (/runs/<id>) or a shipped example, stepped through with no model --------
 
-/** Fetch /api/runs/<id> and fold every payload into the RunState in order, as if it had streamed. */
+/** Draw a recording through the replay bar (replay.js), at its last step. */
+function showRecording(recording, kind) {
+  mode = kind;
+  replayBar ??= new ReplayBar($("#replay-bar"), state, () => { feedDiagrams(); renderChrome(); });
+  replayBar.load(new Replay(recording.payloads));
+}
+
+/** A live run took over the diagrams: the example and its replay bar step aside. */
+function goLive() {
+  if (mode === "live") return;
+  mode = "live";
+  replayBar?.hide();
+  examples?.hide();
+}
+
 async function replayRecording(id) {
   try {
-    const response = await fetch(`/api/runs/${encodeURIComponent(id)}`, { headers: { Accept: "application/json" } });
-    const body = await response.json();
-    if (!response.ok) throw new Error(body.error?.message || `HTTP ${response.status}`);
-    for (const payload of body.payloads) state.apply(payload);
+    const body = await fetchJson(`/api/runs/${encodeURIComponent(id)}`);
+    showRecording(body, "recording");
     banner = { kind: "info", text: `A recorded run (${body.model_spec}, ${state.steps.length} steps): no model is running.` };
   } catch (err) {
     banner = { kind: "error", at: Date.now(), text: `The recording could not be loaded: ${err.message}` };
   }
   feedDiagrams();
   renderChrome();
+}
+
+/** Send a diagram's request; details need a live session, which an example does not have. */
+function request(msg) {
+  if (mode !== "example" || msg.type === "measure") { client.send(msg); return; }
+  banner = { kind: "info", at: Date.now(), text: "This needs a live run: press Play, then ask again." };
+  renderChrome();
+}
+
+/** Put a recording's messages and parameters in the prompt box, so Play reruns it live. */
+function fillForm(messages, params) {
+  $("#messages").replaceChildren();
+  for (const m of messages) addMessage(m.role, m.content);
+  for (const input of document.querySelectorAll("#params input")) {
+    const name = input.name || input.dataset.for;
+    if (params[name] != null && !input.disabled) input.value = String(params[name]); // pinned by a workshop host
+  }
+  updateButtons();
+}
+
+/** The first paint: the first shipped example, drawn before (and without) any socket message. */
+function loadExamples(indexUrl) {
+  examples = new ExamplePicker($("#example-bar"), indexUrl, (recording, byVisitor) => {
+    if (mode === "live") return false; // the visitor's own run came first
+    showRecording(recording, "example");
+    if (byVisitor) fillForm(recording.messages, recording.params);
+    return true;
+  });
+  examples.load().catch((err) => console.warn("the example runs did not load", err));
 }
 
 function init() {
@@ -255,7 +306,8 @@ function init() {
   bindRanges();
   bindButtons();
   recorder = new RunRecorder($("#btn-save"), $("#permalink"));
-  document.addEventListener("he-request", (e) => { if (e.detail) client.send(e.detail); });
+  workshop.bind($("#workshop-banner"), $("#params"));
+  document.addEventListener("he-request", (e) => { if (e.detail) request(e.detail); });
   client.addEventListener("message", (e) => onMessage(e.detail));
   client.addEventListener("state", (e) => {
     connection = { ...e.detail, retryAt: e.detail.retryInMs != null ? Date.now() + e.detail.retryInMs : null };
@@ -263,6 +315,8 @@ function init() {
   });
   // Countdowns (busy, reconnect) tick once a second.
   setInterval(() => { if (banner?.kind === "busy" || connection.state === "closed") renderChrome(); }, 1000);
+  const examplesUrl = document.querySelector("[data-examples]")?.dataset.examples;
+  if (examplesUrl) loadExamples(examplesUrl);
   client.connect();
   renderChrome();
 }

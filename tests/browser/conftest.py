@@ -10,9 +10,12 @@ from pathlib import Path
 
 import pytest
 
+from tests.explainer.live_server import makefile_daphne_limits
+
 ROOT = Path(__file__).resolve().parents[2]
 ARTIFACTS = ROOT / "test-artifacts"
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+HOST_PASSWORD = "workshop-test-password"  # the workshop host page's (tests/browser/test_workshop.py)
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
                  "--disable-component-update", "--disable-sync"]
 
@@ -28,11 +31,12 @@ def site_url(tmp_path_factory):
     """Daphne serving the site on the bundled model; stopped at the end of the session."""
     port = free_port()
     env = {**os.environ, "EXPLAINER_MODEL": os.environ.get("EXPLAINER_TEST_MODEL", "bundled"), "HF_HUB_OFFLINE": "1",
-           "DJANGO_ALLOWED_HOSTS": "127.0.0.1,localhost"}
+           "DJANGO_ALLOWED_HOSTS": "127.0.0.1,localhost", "EXPLAINER_HOST_PASSWORD": HOST_PASSWORD}
     env["DATABASE_URL"] = f"sqlite:///{tmp_path_factory.mktemp('db') / 'site.sqlite3'}"
     subprocess.run([sys.executable, "manage.py", "migrate", "--noinput"], cwd=ROOT, env=env, check=True, capture_output=True)
     log = open(ROOT / "test-artifacts-daphne.log", "w")
-    proc = subprocess.Popen([sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port), "explainer.asgi:application"],
+    proc = subprocess.Popen([sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port), *makefile_daphne_limits(),
+                             "explainer.asgi:application"],
                             cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"
     deadline = time.time() + 180

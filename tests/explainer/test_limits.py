@@ -166,7 +166,7 @@ def start(steps: int, **extra) -> dict:
     return {"type": "start", "messages": MESSAGES, "params": {"seed": 4, "max_new_tokens": steps}, **extra}
 
 
-async def test_a_client_that_never_acks_is_never_held_back(settings):
+async def test_a_client_that_never_acks_is_not_held_to_the_window(settings):
     settings.EXPLAINER_OUTBOUND_WINDOW = 8
     comm = await connect()
     for _ in range(2):  # two whole runs, each far longer than the window
@@ -175,6 +175,23 @@ async def test_a_client_that_never_acks_is_never_held_back(settings):
         assert [m["type"] for m in seen].count("step") == 30 and READER_PAUSED not in seen
     await comm.send_json_to({"type": "detail", "what": "hidden", "step": 1, "layer": 0})
     assert (await comm.receive_json_from())["type"] == "detail"
+    await comm.disconnect()
+
+
+async def test_a_client_that_never_acks_waits_past_its_ceiling(settings):
+    """Run after run without reading: past EXPLAINER_UNACKED_MAX messages the run waits for an ack."""
+    settings.EXPLAINER_UNACKED_MAX = 50
+    comm = await connect()
+    await comm.send_json_to(start(30))
+    seen = await until(comm, lambda m: m["type"] == "status" and m["state"] == "finished")
+    assert READER_PAUSED not in seen  # one whole run fits under the ceiling
+    await comm.send_json_to(start(30))
+    seen = await until(comm, lambda m: m == READER_PAUSED)
+    assert 0 < [m["type"] for m in seen].count("step") < 30
+    assert await comm.receive_nothing(timeout=0.3)
+    await comm.send_json_to({"type": "ack", "received": 10_000})
+    seen = await until(comm, lambda m: m["type"] == "status" and m["state"] == "finished")
+    assert seen[-1]["message"] == "max_new_tokens"
     await comm.disconnect()
 
 

@@ -1,0 +1,61 @@
+"""What the workshop host's page shows about this server: visitors, generations, queue, model, device memory."""
+from __future__ import annotations
+
+import os
+
+from django.conf import settings
+
+from explainer.services import model_registry, workshop
+from explainer.services.capacity import generating
+from explainer.services.executors import queue_depth
+
+
+def device_memory(device: str) -> dict:
+    """CUDA: the caching allocator's view of the GPU; CPU: this process's resident memory and the RAM."""
+    if device.startswith("cuda"):
+        import torch
+
+        index = torch.device(device).index or 0
+        return {"kind": "cuda", "used_bytes": torch.cuda.memory_allocated(index),
+                "reserved_bytes": torch.cuda.memory_reserved(index),
+                "total_bytes": torch.cuda.get_device_properties(index).total_memory}
+    return {"kind": "cpu", "used_bytes": resident_bytes(), "reserved_bytes": None, "total_bytes": total_ram_bytes()}
+
+
+def resident_bytes() -> int | None:
+    """This process's resident set (Linux /proc/self/statm, second field, in pages)."""
+    try:
+        with open("/proc/self/statm") as statm:
+            return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def total_ram_bytes() -> int | None:
+    try:
+        return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError):
+        return None
+
+
+def model_and_device() -> dict:
+    """The model's description once loaded (the host page never loads it by itself)."""
+    if not model_registry.is_loaded():
+        return {"model": {"spec": settings.EXPLAINER_MODEL, "loaded": False},
+                "device": {"name": settings.EXPLAINER_DEVICE, "memory": device_memory("cpu")}}
+    description = model_registry.get_model().description.to_dict()
+    device = description["device"]
+    return {"model": {**description, "loaded": True}, "device": {"name": device, "memory": device_memory(device)}}
+
+
+def server_stats() -> dict:
+    """This process's numbers (with several Daphne processes, each host socket sees its own)."""
+    found = model_and_device()
+    device = found["device"]["name"]
+    devices = {device, "loader"} if device != "auto" else {"loader"}
+    return {
+        "visitors": workshop.census(),
+        "generations": {"active": generating.active, "limit": generating.limit},
+        "queue": {name: queue_depth(name) for name in sorted(devices)},
+        **found,
+    }

@@ -1,0 +1,123 @@
+"""Workshop mode's shared rules: the host's pins and limits, kept in the database so every process obeys them.
+
+With workshop mode off (no EXPLAINER_HOST_PASSWORD) nothing here touches the database: runs keep the
+server's own limits.
+"""
+from __future__ import annotations
+
+from channels.db import database_sync_to_async
+from django.conf import settings
+
+from explainer.models import WorkshopState
+from explainer.protocol import ProtocolError
+from inference.sampling import ParamError, SamplingParams
+
+LIVE_STATES = ("starting", "loading", "running", "paused")  # a broadcast in one of these is in progress
+NO_LIMITS = {"max_new_tokens": None, "max_sessions": None, "own_runs_allowed": True}
+
+
+def enabled() -> bool:
+    return bool(settings.EXPLAINER_HOST_PASSWORD)
+
+
+def as_snapshot(state: WorkshopState | None) -> dict:
+    """What visitors and hosts are told: pins, limits and the broadcast's summary."""
+    if state is None:
+        return {"pins": {}, "limits": dict(NO_LIMITS), "broadcast": {}}
+    limits = {"max_new_tokens": state.max_new_tokens, "max_sessions": state.max_sessions,
+              "own_runs_allowed": state.own_runs_allowed}
+    return {"pins": dict(state.pins), "limits": limits, "broadcast": dict(state.broadcast)}
+
+
+def is_live(broadcast: dict) -> bool:
+    return broadcast.get("state") in LIVE_STATES
+
+
+def read() -> dict:
+    return as_snapshot(WorkshopState.load() if enabled() else None)
+
+
+async def snapshot() -> dict:
+    if not enabled():
+        return as_snapshot(None)
+    return await database_sync_to_async(read)()
+
+
+# ---- the host's commands ------------------------------------------------------------------------
+
+def validate_pins(params) -> dict:
+    """Pins are sampling parameters: each must pass the same checks as a visitor's own."""
+    if not isinstance(params, dict):
+        raise ProtocolError("wrong_type", "params must be an object", "params")
+    try:
+        SamplingParams.from_dict(params, max_new_tokens_cap=settings.EXPLAINER_MAX_NEW_TOKENS)
+    except ParamError as exc:
+        raise ProtocolError(getattr(exc, "code", "invalid_value"), str(exc), getattr(exc, "field", "params")) from None
+    return params
+
+
+def validate_limits(message: dict) -> dict:
+    """max_new_tokens and max_sessions: a positive integer or null (the server's); own_runs_allowed: bool."""
+    limits = {}
+    for name, ceiling in (("max_new_tokens", settings.EXPLAINER_MAX_NEW_TOKENS), ("max_sessions", None)):
+        value = message.get(name)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
+            raise ProtocolError("wrong_type", f"{name} must be an integer or null", name)
+        if value is not None and (value < 1 or (ceiling is not None and value > ceiling)):
+            allowed = f"[1, {ceiling}]" if ceiling is not None else ">= 1"
+            raise ProtocolError("out_of_range", f"{name} must be in {allowed}, got {value}", name)
+        limits[name] = value
+    allowed = message.get("own_runs_allowed", True)
+    if not isinstance(allowed, bool):
+        raise ProtocolError("wrong_type", "own_runs_allowed must be true or false", "own_runs_allowed")
+    limits["own_runs_allowed"] = allowed
+    return limits
+
+
+def _update(**fields) -> dict:
+    state = WorkshopState.load()
+    for name, value in fields.items():
+        setattr(state, name, value)
+    state.save()
+    return as_snapshot(state)
+
+
+@database_sync_to_async
+def save_pins(pins: dict) -> dict:
+    return _update(pins=pins)
+
+
+@database_sync_to_async
+def save_limits(limits: dict) -> dict:
+    return _update(**limits)
+
+
+@database_sync_to_async
+def save_broadcast(summary: dict, replaces: str | None = None) -> dict | None:
+    """Store the host's broadcast; with `replaces`, only while that broadcast is still the stored one."""
+    state = WorkshopState.load()
+    if replaces is not None and state.broadcast.get("id") != replaces:
+        return None  # another host has broadcast since: leave theirs alone
+    return _update(broadcast=summary)
+
+
+# ---- every run's start -----------------------------------------------------------------------------
+
+def _apply(fields: dict) -> tuple[dict, int]:
+    slots = settings.EXPLAINER_MAX_SESSIONS
+    state = WorkshopState.load()
+    params = {**fields["params"], **state.pins}
+    cap = state.max_new_tokens
+    asked = params.get("max_new_tokens", SamplingParams.max_new_tokens)
+    if cap is not None and isinstance(asked, int) and not isinstance(asked, bool):
+        params["max_new_tokens"] = min(asked, cap)  # a wrong type is left for SamplingParams to name
+    if state.max_sessions is not None:
+        slots = min(slots, state.max_sessions)
+    return {**fields, "params": params}, slots
+
+
+async def apply_to_start(fields: dict) -> tuple[dict, int]:
+    """The start's fields with the host's pins merged and max_new_tokens capped, and the slots allowed."""
+    if not enabled():  # no host: no database round trip on every start
+        return fields, settings.EXPLAINER_MAX_SESSIONS
+    return await database_sync_to_async(_apply)(fields)

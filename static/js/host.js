@@ -1,0 +1,194 @@
+// The workshop host's page: live stats, the broadcast run and its controls, pins and limits
+// (docs/protocol.md, "Workshop mode"). Everything from the server is drawn with textContent.
+
+const $ = (sel) => document.querySelector(sel);
+const INT_FIELDS = new Set(["top_k", "max_new_tokens", "seed", "max_sessions"]);
+let socket = null;
+let attempt = 0;
+let reply = "";
+let formsFilled = false;
+let broadcast = {}; // the broadcast's summary: from the stats, kept current by its own frames in between
+let received = 0;   // messages read on this socket: acked so the broadcast never runs far ahead of the host
+const ACK_EVERY = 8;
+
+function hostUrl(loc = window.location) {
+  return `${loc.protocol === "https:" ? "wss" : "ws"}://${loc.host}/ws/host/`;
+}
+
+function send(msg) {
+  if (socket?.readyState === WebSocket.OPEN) socket.send(JSON.stringify(msg));
+  else setConnection("Not connected: the command was not sent.", "error");
+}
+
+function setConnection(text, kind = "info") {
+  const node = $("#host-connection");
+  node.textContent = text;
+  node.dataset.kind = kind;
+}
+
+function connect() {
+  setConnection("Connecting…");
+  socket = new WebSocket(hostUrl());
+  socket.addEventListener("open", () => { attempt = 0; received = 0; setConnection("Connected.", "ok"); });
+  socket.addEventListener("message", (event) => {
+    received += 1;
+    if (received % ACK_EVERY === 0) send({ type: "ack", received });
+    let msg;
+    try { msg = JSON.parse(event.data); } catch { return; }
+    if (msg && typeof msg.type === "string") onMessage(msg);
+  });
+  socket.addEventListener("close", (event) => {
+    if (event.code === 4003) { setConnection("Not logged in as the host: reload the page and log in.", "error"); return; }
+    const delay = Math.min(15000, 500 * 2 ** attempt++);
+    setConnection(`Disconnected; reconnecting in ${Math.ceil(delay / 1000)} s.`, "error");
+    setTimeout(connect, delay);
+  });
+}
+
+// ---- numbers ------------------------------------------------------------------------------------
+
+function bytes(n) {
+  if (n == null) return "?";
+  const units = ["B", "KiB", "MiB", "GiB", "TiB"];
+  let i = 0;
+  while (n >= 1024 && i < units.length - 1) { n /= 1024; i += 1; }
+  return `${n.toFixed(i ? 1 : 0)} ${units[i]}`;
+}
+
+function describe(obj) {
+  const entries = Object.entries(obj || {}).filter(([, v]) => v != null);
+  return entries.length ? entries.map(([k, v]) => `${k} = ${Array.isArray(v) ? JSON.stringify(v) : v}`).join(", ") : "";
+}
+
+function stat(name, text) {
+  const node = document.querySelector(`[data-stat="${name}"]`);
+  if (node) node.textContent = text;
+}
+
+// ---- server messages ----------------------------------------------------------------------------
+
+function renderStats(s) {
+  stat("connected", String(s.visitors.connected));
+  stat("following", String(s.visitors.following));
+  const cap = s.limits.max_sessions != null ? ` (workshop limit ${s.limits.max_sessions})` : "";
+  stat("generations", `${s.generations.active} of ${s.generations.limit}${cap}`);
+  stat("queue", Object.entries(s.queue).map(([device, n]) => `${device}: ${n}`).join(", ") || "0");
+  const m = s.model;
+  stat("model", m.loaded ? `${m.name} (${m.family}, ${Number(m.parameters).toLocaleString()} parameters, ${m.dtype})`
+    : `${m.spec}: not loaded yet (it loads on the first run)`);
+  stat("device", s.device.name);
+  const mem = s.device.memory;
+  const what = mem.kind === "cuda" ? "allocated on the GPU" : "resident in this process";
+  const reserved = mem.reserved_bytes != null ? `, ${bytes(mem.reserved_bytes)} reserved` : "";
+  stat("memory", `${bytes(mem.used_bytes)} ${what}${reserved}, of ${bytes(mem.total_bytes)}`);
+  const meter = $("#memory-meter");
+  meter.max = mem.total_bytes || 1;
+  meter.value = mem.used_bytes || 0;
+  $("#pins-now").textContent = describe(s.pins) || "nothing";
+  const limits = describe({ max_new_tokens: s.limits.max_new_tokens, max_sessions: s.limits.max_sessions });
+  $("#limits-now").textContent = `${limits || "the server's"}; own runs ${s.limits.own_runs_allowed ? "allowed" : "off"}`;
+  broadcast = s.broadcast || {};
+  renderBroadcast();
+  if (!formsFilled) fillForms(s);
+}
+
+function renderBroadcast() {
+  const b = broadcast;
+  const node = $("#broadcast-state");
+  if (!b.id) { node.textContent = "No broadcast yet."; return; }
+  node.textContent = `Broadcast ${b.id}: ${b.state}, step ${b.step ?? 0}.`;
+  node.dataset.state = b.state;
+}
+
+/** The pins and limits already in force, once, so a reloaded page does not undo them. */
+function fillForms(s) {
+  formsFilled = true;
+  for (const [name, value] of Object.entries(s.pins)) {
+    const box = document.querySelector(`#pins-form [data-pin="${name}"]`);
+    const input = document.querySelector(`#pins-form input[name="${name}"]`);
+    if (box && input) { box.checked = true; input.value = value; }
+  }
+  const limits = $("#limits-form");
+  limits.elements.max_new_tokens.value = s.limits.max_new_tokens ?? "";
+  limits.elements.max_sessions.value = s.limits.max_sessions ?? "";
+  limits.elements.own_runs_allowed.checked = s.limits.own_runs_allowed;
+}
+
+function showReply() {
+  const node = $("#broadcast-reply");
+  node.textContent = reply;
+  node.classList.toggle("empty", !reply);
+}
+
+function onMessage(msg) {
+  switch (msg.type) {
+    case "host_stats": renderStats(msg); break;
+    case "session": reply = ""; showReply(); break;
+    case "step": reply += msg.text_delta; showReply(); broadcast.step = msg.step; renderBroadcast(); break;
+    case "status": if (broadcast.id) { broadcast.state = msg.state; renderBroadcast(); } break;
+    case "done": reply = msg.text; showReply(); break;
+    case "busy": setConnection(`Server busy: ${msg.reason}`, "busy"); break;
+    case "error": setConnection(`Error ${msg.code}: ${msg.message}${msg.field ? ` (${msg.field})` : ""}`, "error"); break;
+    default: break;
+  }
+}
+
+// ---- the host's commands ------------------------------------------------------------------------
+
+function number(input) {
+  const value = Number(input.value);
+  return INT_FIELDS.has(input.name) ? Math.trunc(value) : value;
+}
+
+function bindBroadcast() {
+  const form = $("#broadcast-form");
+  form.addEventListener("submit", (event) => {
+    event.preventDefault();
+    const messages = [];
+    if (form.elements.system.value.trim()) messages.push({ role: "system", content: form.elements.system.value });
+    messages.push({ role: "user", content: form.elements.prompt.value });
+    const params = {};
+    for (const input of form.querySelectorAll("input[type=number]")) params[input.name] = number(input);
+    setConnection("Connected.", "ok");
+    send({ type: "broadcast", messages, params, paused: form.elements.paused.checked });
+  });
+  for (const button of form.querySelectorAll("[data-verb]")) {
+    button.addEventListener("click", () => send({ type: button.dataset.verb }));
+  }
+}
+
+function bindPins() {
+  const form = $("#pins-form");
+  form.addEventListener("submit", (event) => {
+    event.preventDefault();
+    const params = {};
+    for (const box of form.querySelectorAll("[data-pin]")) {
+      if (box.checked) params[box.dataset.pin] = number(form.querySelector(`input[name="${box.dataset.pin}"]`));
+    }
+    send({ type: "pin", params });
+  });
+  $("#btn-unpin").addEventListener("click", () => {
+    for (const box of form.querySelectorAll("[data-pin]")) box.checked = false;
+    send({ type: "pin", params: {} });
+  });
+}
+
+function bindLimits() {
+  const form = $("#limits-form");
+  form.addEventListener("submit", (event) => {
+    event.preventDefault();
+    const optional = (input) => (input.value.trim() === "" ? null : number(input));
+    send({ type: "limits", max_new_tokens: optional(form.elements.max_new_tokens), max_sessions: optional(form.elements.max_sessions),
+      own_runs_allowed: form.elements.own_runs_allowed.checked });
+  });
+}
+
+function init() {
+  bindBroadcast();
+  bindPins();
+  bindLimits();
+  connect();
+}
+
+if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", init);
+else init();

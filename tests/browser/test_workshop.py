@@ -1,0 +1,110 @@
+"""Workshop mode in Chromium: the host logs in and broadcasts; two visitors' pages follow it in sync."""
+import json
+
+from playwright.sync_api import expect
+
+from tests.browser.conftest import HOST_PASSWORD
+from tests.browser.test_replay import shows
+
+
+def open_context(browser):
+    """A separate browser (own cookies, own socket), as a second person in the room."""
+    context = browser.new_context(viewport={"width": 1280, "height": 900})
+    page = context.new_page()
+    page.errors = []
+    page.on("pageerror", lambda exc: page.errors.append(str(exc)))
+    return context, page
+
+
+def socket_frames(page) -> list[dict]:
+    frames: list[dict] = []
+    page.on("websocket", lambda ws: ws.on("framereceived", lambda payload: frames.append(json.loads(payload))))
+    return frames
+
+
+def log_in_as_host(page, site_url):
+    page.goto(site_url + "/host/")
+    page.locator("input[name=password]").fill("not the password")
+    page.locator(".host-login button[type=submit]").click()
+    expect(page.locator(".host .error")).to_have_text("Wrong password.")
+    page.locator("input[name=password]").fill(HOST_PASSWORD)
+    page.locator(".host-login button[type=submit]").click()
+    expect(page.locator("#host-connection")).to_have_text("Connected.")
+
+
+def generated_ids(page) -> list[str]:
+    """The generated tokens' ids in the sequence diagram (scrolled on screen: it draws only there)."""
+    page.locator("he-sequence").scroll_into_view_if_needed()
+    return [chip.get_attribute("data-id") for chip in page.locator("he-sequence .heb-gen").all()]
+
+
+def test_a_broadcast_reaches_two_browser_contexts_in_sync(browser, site_url):
+    host_context, host = open_context(browser)
+    contexts = [open_context(browser) for _ in range(2)]
+    visitors = [page for _, page in contexts]
+    try:
+        log_in_as_host(host, site_url)
+        frames = []
+        for page in visitors:
+            frames.append(socket_frames(page))
+            page.goto(site_url + "/")
+        expect(host.locator('[data-stat="connected"]')).to_have_text("2")
+
+        # The host pins the temperature: both pages show it, not editable.
+        host.locator('#pins-form [data-pin="temperature"]').check()
+        host.locator('#pins-form input[name="temperature"]').fill("0")
+        host.locator("#btn-pin").click()
+        for page in visitors:
+            expect(page.locator('#params input[name="temperature"]')).to_be_disabled()
+            expect(page.locator('#params input[name="temperature"]')).to_have_value("0")
+            expect(page.locator("#workshop-banner")).to_contain_text("The host pinned temperature = 0")
+
+        # A paused broadcast: the visitors follow it, and the host steps it.
+        host.locator('#broadcast-form input[name="max_new_tokens"]').fill("6")
+        host.locator('#broadcast-form input[name="paused"]').check()
+        host.locator("#btn-broadcast").click()
+        for page in visitors:
+            expect(page.locator("#workshop-banner")).to_contain_text("The host is broadcasting a run.")
+            page.locator("#workshop-banner button").click()
+            expect(page.locator("#workshop-banner")).to_contain_text("Following the host's run")
+        expect(host.locator('[data-stat="following"]')).to_have_text("2")
+        for step in (1, 2):
+            host.locator('[data-verb="step"]').click()
+            for page in visitors:
+                shows(page, "he-sequence", "data-step", step)
+        at_two = [generated_ids(page) for page in visitors]
+        assert len(at_two[0]) == 2 and at_two[0] == at_two[1]
+        for page in visitors:
+            expect(page.locator("#btn-step")).to_be_disabled()  # paused, but the host drives the run
+
+        host.locator('[data-verb="resume"]').click()
+        expect(host.locator("#broadcast-state")).to_contain_text("finished")
+        for page in visitors:
+            shows(page, "he-stop", "data-stop-reason", "max_new_tokens")
+        steps = [[f for f in seen if f["type"] == "step"] for seen in frames]
+        assert [s["step"] for s in steps[0]] == [1, 2, 3, 4, 5, 6] and steps[0] == steps[1]
+        assert next(f for f in frames[0] if f["type"] == "session")["params"]["temperature"] == 0  # the pin
+        final = [generated_ids(page) for page in visitors]
+        assert final[0] == final[1] == [str(s["token"]["id"]) for s in steps[0]]
+        assert final[0][:2] == at_two[0]
+        assert visitors[0].locator("#reply").inner_text() == visitors[1].locator("#reply").inner_text() != ""
+        expect(host.locator("#broadcast-reply")).to_have_text(visitors[0].locator("#reply").inner_text())
+
+        # A visitor goes on alone: the next broadcast no longer reaches that page.
+        visitors[1].locator("#workshop-banner button").click()
+        expect(visitors[1].locator("#workshop-banner")).not_to_contain_text("Following")
+        host.locator('#broadcast-form input[name="paused"]').uncheck()
+        host.locator("#btn-broadcast").click()
+        sessions = lambda seen: sum(f["type"] == "session" for f in seen)  # noqa: E731
+        for _ in range(240):
+            if sessions(frames[0]) == 2 and any(f["type"] == "done" for f in frames[0][-12:]):
+                break
+            visitors[0].wait_for_timeout(250)
+        assert sessions(frames[0]) == 2 and sessions(frames[1]) == 1
+        for page in [host] + visitors:
+            assert not page.errors, page.errors
+    finally:
+        host.locator("#btn-unpin").click()  # later tests get the site as it was
+        expect(host.locator("#pins-now")).to_have_text("nothing")
+        for context in [host_context] + [c for c, _ in contexts]:
+            context.close()
