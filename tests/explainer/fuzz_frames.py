@@ -32,6 +32,8 @@ class Frame:
 # Text with every kind of code point, lone surrogates included (the communicator carries them as they
 # are; over a real socket they arrive as \ud800-style JSON escapes, which decode to the same strings).
 UNICODE = st.text(st.characters(categories=("L", "M", "N", "P", "S", "Z", "C")), max_size=40)
+# Text a valid frame may carry: everything but surrogate code points (those must be refused).
+VALID_TEXT = st.text(st.characters(categories=("L", "M", "N", "P", "S", "Z", "Cc", "Cf", "Co")), max_size=40)
 SURROGATE_TEXT = st.builds(lambda a, s, b: a + s + b, UNICODE, st.sampled_from(["\ud800", "\udfff", "\udc80\ud83d"]), UNICODE)
 HUGE_INTS = st.sampled_from([2**31, 2**53 + 1, 2**63, 2**64, 10**30, 10**400, -(2**63), -1, -(10**30), -(10**400)])
 NUMBERS = st.one_of(st.integers(), HUGE_INTS, st.floats(allow_nan=False, allow_infinity=False),
@@ -149,7 +151,7 @@ BAD_PARAMS = st.one_of(
     st.dictionaries(UNICODE.filter(lambda k: k not in _RANGES and k != "stop"), SCALARS, min_size=1, max_size=2),
     _BAD_STOPS.map(lambda s: {"stop": s}),
 )
-_MESSAGE = st.fixed_dictionaries({"role": st.sampled_from(ROLES), "content": UNICODE})
+_MESSAGE = st.fixed_dictionaries({"role": st.sampled_from(ROLES), "content": VALID_TEXT})
 _BAD_MESSAGE_LISTS = st.one_of(
     JSON_VALUES.filter(lambda v: not isinstance(v, list)), st.just([]),
     st.lists(_MESSAGE, min_size=65, max_size=66),
@@ -179,7 +181,7 @@ IN_RANGE = {  # ints where floats are expected too: JSON's 2 is an int
     "min_p": st.integers(0, 1) | st.floats(0, 1), "repetition_penalty": st.integers(1, 10) | st.floats(0, 10, exclude_min=True),
     "presence_penalty": st.integers(-2, 2) | st.floats(-2, 2), "frequency_penalty": st.integers(-2, 2) | st.floats(-2, 2),
     "top_k": st.integers(0, 10**6), "max_new_tokens": st.integers(1, 3), "seed": st.integers(0, MAX_SEED),
-    "stop": st.lists(UNICODE.filter(lambda t: 1 <= len(t) <= 64), max_size=4),
+    "stop": st.lists(VALID_TEXT.filter(lambda t: 1 <= len(t) <= 64), max_size=4),
 }
 VALID_STARTS = st.builds(lambda messages, params: {"type": "start", "messages": messages, "params": {"max_new_tokens": 2, **params}},
                          st.lists(_MESSAGE, min_size=1, max_size=3), st.fixed_dictionaries({}, optional=IN_RANGE))
