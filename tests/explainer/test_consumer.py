@@ -6,22 +6,14 @@ import pytest
 from channels.testing import WebsocketCommunicator
 
 from explainer.asgi import application
-from explainer.services import model_registry
 from explainer.services.capacity import generating
-from tests.inference.conftest import STORIES
 
 ORIGIN = [(b"origin", b"http://127.0.0.1")]
 START = {"type": "start", "messages": [{"role": "user", "content": "<t403> <t407>"}],
          "params": {"temperature": 0.8, "seed": 1, "max_new_tokens": 6}}
 
 
-@pytest.fixture(autouse=True)
-def stories_model(settings):
-    settings.EXPLAINER_MODEL = str(STORIES)
-    settings.EXPLAINER_MAX_SESSIONS = 2
-    model_registry.reset()
-    yield
-    model_registry.reset()
+pytestmark = pytest.mark.usefixtures("stories_model")  # tests/explainer/conftest.py
 
 
 async def connect():

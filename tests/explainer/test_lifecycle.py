@@ -13,7 +13,7 @@ from channels.testing import WebsocketCommunicator
 from websockets.asyncio.client import connect as ws_connect
 
 from explainer.asgi import application
-from explainer.services import limits, model_registry
+from explainer.services import limits
 from explainer.services.capacity import generating
 from explainer.services.sessions import as_error, live_sessions
 from inference.engine import GenerationSession
@@ -29,13 +29,7 @@ CYCLES, WARM_UP = 1000, 50
 RSS_GROWTH_LIMIT_BYTES = 24 * 1024 * 1024
 
 
-@pytest.fixture(autouse=True)
-def stories_model(settings):
-    settings.EXPLAINER_MODEL = str(STORIES)
-    settings.EXPLAINER_MAX_SESSIONS = 2
-    model_registry.reset()
-    yield settings
-    model_registry.reset()
+pytestmark = pytest.mark.usefixtures("stories_model")  # tests/explainer/conftest.py
 
 
 def rss_bytes() -> int:

@@ -25,13 +25,7 @@ MESSAGES = [{"role": "user", "content": "<t403> <t407>"}]
 CLIENT_JS = Path(__file__).resolve().parents[2] / "static" / "js" / "client.js"
 
 
-@pytest.fixture(autouse=True)
-def stories_model(settings):
-    settings.EXPLAINER_MODEL = str(STORIES)
-    settings.EXPLAINER_MAX_SESSIONS = 2
-    model_registry.reset()
-    yield settings
-    model_registry.reset()
+pytestmark = pytest.mark.usefixtures("stories_model")  # tests/explainer/conftest.py
 
 
 class FrozenClock:

@@ -1,0 +1,15 @@
+"""Fixtures shared by the socket tests."""
+import pytest
+
+from explainer.services import model_registry
+from tests.inference.conftest import STORIES
+
+
+@pytest.fixture
+def stories_model(settings):
+    """The tiny real Llama as the site's model, two generation slots, and no model kept between tests."""
+    settings.EXPLAINER_MODEL = str(STORIES)
+    settings.EXPLAINER_MAX_SESSIONS = 2
+    model_registry.reset()
+    yield settings
+    model_registry.reset()
