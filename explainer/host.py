@@ -246,5 +246,8 @@ class HostConsumer(AsyncJsonWebsocketConsumer):
 
     async def _stats(self) -> dict:
         shared = await workshop_policy.snapshot()
-        return {"type": "host_stats", **host_stats.server_stats(), "broadcast": self.broadcast.summary or
+        stats = host_stats.server_stats()
+        if settings.EXPLAINER_WORKERS:
+            stats = host_stats.with_workers(stats, await self.run.survey_workers())
+        return {"type": "host_stats", **stats, "broadcast": self.broadcast.summary or
                 shared["broadcast"], "pins": shared["pins"], "limits": shared["limits"]}

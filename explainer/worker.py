@@ -19,6 +19,7 @@ from channels.exceptions import ChannelFull
 from django.conf import settings
 
 from explainer.protocol import ProtocolError
+from explainer.services import host_stats
 from explainer.services.capacity import generating
 from explainer.services.sessions import VisitorRun, as_error
 
@@ -103,6 +104,8 @@ class InferenceWorker(AsyncConsumer):
             slot.seen = time.monotonic()
         pong = {"worker": self.name, "active": generating.active, "limit": generating.limit,
                 "sessions": len(self._slots())}
+        if event.get("stats"):  # the workshop host's page: this worker's model, device, memory and queue
+            pong["stats"] = host_stats.server_stats()
         await self.reply(event["reply"], {"type": "worker.frame", "frame": None, "pong": pong})
 
     async def _reap(self) -> None:

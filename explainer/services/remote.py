@@ -31,6 +31,7 @@ class RemoteRun:
         self.watchdog: asyncio.Task | None = None
         self.pongs: dict[str, dict] = {}
         self.pong_arrived = asyncio.Event()
+        self.surveyed: dict[str, tuple[float, dict]] = {}  # worker -> (when, pong with stats), for the host
         self.outbox: asyncio.Queue = asyncio.Queue(maxsize=64)
         self.sender: asyncio.Task | None = None
 
@@ -96,6 +97,8 @@ class RemoteRun:
         pong = event.get("pong")
         if pong is not None:
             self.pongs[pong["worker"]] = pong
+            if "stats" in pong:
+                self.surveyed[pong["worker"]] = (time.monotonic(), pong)
             self.pong_arrived.set()
             if pong["worker"] == self.worker:
                 self.heard = time.monotonic()
@@ -103,6 +106,15 @@ class RemoteRun:
         if self.worker is not None:
             self.heard = time.monotonic()
             await self.send(event["frame"])
+
+    async def survey_workers(self) -> list[dict]:
+        """The workers' latest answers with their stats (at most 3 s old), then ask again: the host page's
+        view of the cluster, since in this mode the model, the generations and the queues live there."""
+        now = time.monotonic()
+        fresh = [pong for when, pong in self.surveyed.values() if now - when < 3 * PING_EVERY_S]
+        for worker in settings.EXPLAINER_WORKER_CHANNELS:
+            await self._send_to(worker, {"type": "worker.ping", "reply": self.channel_name, "stats": True})
+        return sorted(fresh, key=lambda pong: pong["worker"])
 
     # ---- helpers ------------------------------------------------------------------------------
     async def _send_to(self, worker: str, event: dict) -> None:

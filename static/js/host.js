@@ -77,6 +77,11 @@ function renderStats(s) {
   stat("model", m.loaded ? `${m.name} (${m.family}, ${Number(m.parameters).toLocaleString()} parameters, ${m.dtype})`
     : `${m.spec}: not loaded yet (it loads on the first run)`);
   stat("device", s.device.name);
+  if (s.workers) {  // REDIS_URL mode: the model runs on inference workers
+    stat("workers", s.workers.map((w) => `${w.worker} on ${w.device.name}: ${w.generations.active} of `
+      + `${w.generations.limit} generating, ${bytes(w.device.memory.used_bytes)} used`).join("; ")
+      || "none answering: start `manage.py runworker inference-0`");
+  }
   const mem = s.device.memory;
   const what = mem.kind === "cuda" ? "allocated on the GPU" : "resident in this process";
   const reserved = mem.reserved_bytes != null ? `, ${bytes(mem.reserved_bytes)} reserved` : "";

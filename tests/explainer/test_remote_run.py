@@ -8,7 +8,9 @@ from channels.testing import WebsocketCommunicator
 from channels.worker import Worker
 
 from explainer.asgi import application
-from explainer.services import model_registry
+from explainer.services import host_stats, model_registry
+from explainer.services.capacity import generating
+from explainer.services.remote import RemoteRun
 from tests.inference.conftest import STORIES
 
 ORIGIN = [(b"origin", b"http://127.0.0.1")]
@@ -98,3 +100,25 @@ async def test_a_worker_that_goes_silent_is_reported_lost():
     assert error["code"] == "worker_lost"
     assert (await comm.receive_json_from(timeout=5))["state"] == "finished"
     await comm.disconnect()
+
+
+async def test_the_host_page_sees_the_workers_generations_and_devices(settings):
+    """In this mode the model lives on the workers: the host's stats come from their answers."""
+    worker = start_worker()
+    layer = get_channel_layer()
+    channel = await layer.new_channel()
+    survey = RemoteRun(send=None, channel_name=channel)
+    before = generating.active  # a killed worker of an earlier test may still hold a slot in this process
+    comm = await connect()
+    await comm.send_json_to({**START, "paused": True})
+    await until(comm, {"prefill"})
+    assert await survey.survey_workers() == []  # nothing heard yet: the question is on its way
+    await survey.on_worker_frame(await asyncio.wait_for(layer.receive(channel), 10))
+    (pong,) = await survey.survey_workers()
+    stats = host_stats.with_workers(host_stats.server_stats(), [pong])
+    assert stats["generations"] == {"active": before + 1, "limit": settings.EXPLAINER_MAX_SESSIONS}
+    assert stats["workers"][0]["worker"] == "inference-test" and stats["workers"][0]["sessions"] == 1
+    assert stats["model"]["name"] == "stories260K" and stats["device"]["name"] == "cpu"
+    assert host_stats.with_workers(stats, [])["generations"] == {"active": 0, "limit": 0}
+    await comm.disconnect()
+    worker.cancel()
