@@ -181,7 +181,15 @@ def speculative_report(target: LoadedModel, draft: LoadedModel, input_ids: list[
     target_tokens, target_passes, target_ms = greedy_tokens(target, input_ids, max_new_tokens)
     return {**result, "k": k, "target_tokens": target_tokens, "target_alone_forward_passes": target_passes,
             "target_ms": target_ms, "speedup": target_ms / result["spec_ms"],
-            "identical": result["tokens"] == target_tokens}
+            "identical": result["tokens"] == target_tokens, "pieces": pieces(target, result, target_tokens)}
+
+
+def pieces(target: LoadedModel, result: dict, target_tokens: list[int]) -> dict[str, str]:
+    """The text of every token id the report names (drafts the run never showed included), keyed by id."""
+    ids = set(result["tokens"]) | set(target_tokens)
+    for r in result["rounds"]:
+        ids |= set(r["proposed"]) | set(r["emitted"]) | {t for t in (r.get("corrected"), r.get("bonus")) if t is not None}
+    return {str(i): target.tokenizer.decode([i]) for i in sorted(ids)}
 
 
 def main(argv=None) -> None:

@@ -57,6 +57,8 @@ def test_greedy_speculative_equals_target_greedy(bundled, draft, text):
     for r in report["rounds"]:
         assert r["proposed"][: r["accepted"]] + r["rejected"] == r["proposed"]
         assert (r["corrected"] is None) != (r["bonus"] is None) and (r["bonus"] is None) == bool(r["rejected"])
+        for token in r["proposed"] + [r["corrected"] or r["bonus"]]:  # every id the diagram draws has its text
+            assert report["pieces"][str(token)] == bundled.tokenizer.decode([token])
 
 
 def test_greedy_tokens_equal_generate(bundled):

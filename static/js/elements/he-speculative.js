@@ -15,8 +15,9 @@ class HeSpeculative extends MeasuredElement {
     this.dataset.acceptanceRate = String(data.acceptance_rate);
     this.dataset.identical = String(data.identical);
     const line = readout("Hover or tap a token or a number for its details.");
-    // Token texts where this page has seen them (the run's prompt and steps); otherwise the id alone.
+    // Token texts: the run's own, and the report's pieces for drafts the run never showed.
     const texts = textsOf(rs.prefill?.tokens, ...rs.steps.flatMap((s) => [[s.token], s.logits?.top, s.probs]));
+    for (const [id, text] of Object.entries(data.pieces || {})) texts.set(Number(id), text);  // the report's own
     const token = (id, cls, title) => {
       const node = texts.has(id) ? chip(texts.get(id), id, cls) : el("span", { class: `heb-chip ${cls}`, "data-id": id });
       if (!texts.has(id)) node.append(el("span", { class: "heb-id" }, `#${id}`));
