@@ -87,6 +87,7 @@ async def test_a_thousand_connect_start_disconnect_cycles_leak_nothing():
     growth = await settled() - baseline
     assert live_sessions() == 0 and generating.active == 0 and limits.open_connections(ADDRESS) == 0
     assert growth < RSS_GROWTH_LIMIT_BYTES, f"RSS grew {growth / 2**20:.1f} MiB over {CYCLES} cycles"
+    print(f"\n{CYCLES} cycles: RSS grew {growth / 2**20:.1f} MiB (limit {RSS_GROWTH_LIMIT_BYTES / 2**20:.0f} MiB)")
 
 
 # ---- a model error ends one run ------------------------------------------------------------------
