@@ -5,15 +5,14 @@ import { SessionClient } from "./client.js";
 import { RunRecorder } from "./save-run.js";
 import { WorkshopFollow } from "./workshop-follow.js";
 import { ExamplePicker, Replay, ReplayBar, fetchJson } from "./replay.js";
+import { addMessage, bindRanges, fillPromptForm, readMessages, readParams } from "./prompt-form.js";
 
 const ELEMENTS = [
   "he-template", "he-tokens", "he-embeddings", "he-positions", "he-mask", "he-attention", "he-layers",
   "he-logits", "he-stages", "he-filter", "he-dice", "he-sequence", "he-kv", "he-stream", "he-stop",
   "he-context", "he-myths", "he-timeline", "he-kvcalc", "he-batch", "he-speculative", "he-quant",
 ];
-const ROLES = ["system", "user", "assistant"];
 const DEFAULT_MESSAGES = [{ role: "user", content: "The mole on my face may need a biopsy. Explain this simply." }];
-const INT_PARAMS = new Set(["top_k", "max_new_tokens", "seed"]);
 
 const $ = (sel) => document.querySelector(sel);
 const state = new RunState();
@@ -60,50 +59,6 @@ function loadElements() {
   }
 }
 
-// ---- prompt box -----------------------------------------------------------------------------
-
-function addMessage(role = "user", content = "") {
-  const list = $("#messages");
-  const n = list.children.length + 1;
-  const item = make("li", { class: "message" });
-  const select = make("select", { name: "role", "aria-label": `Role of message ${n}` });
-  for (const r of ROLES) select.append(make("option", { value: r }, r));
-  select.value = role;
-  const text = make("textarea", { name: "content", rows: "2", "aria-label": `Text of message ${n}` });
-  text.value = content;
-  const remove = make("button", { type: "button", class: "remove", title: "Remove this message" }, "Remove");
-  remove.addEventListener("click", () => { item.remove(); updateButtons(); });
-  item.append(select, text, remove);
-  list.append(item);
-  return item;
-}
-
-function readMessages() {
-  return [...document.querySelectorAll("#messages .message")].map((li) => ({
-    role: li.querySelector("select").value,
-    content: li.querySelector("textarea").value,
-  }));
-}
-
-function readParams() {
-  const params = {};
-  for (const input of document.querySelectorAll("#params input[name]")) {
-    if (input.type === "range") continue; // mirrored by its number box
-    const value = Number(input.value);
-    params[input.name] = INT_PARAMS.has(input.name) ? Math.trunc(value) : value;
-  }
-  return params;
-}
-
-function bindRanges() {
-  for (const range of document.querySelectorAll("#params input[type=range]")) {
-    const box = document.querySelector(`#params input[type=number][name="${range.dataset.for}"]`);
-    if (!box) continue;
-    range.addEventListener("input", () => { box.value = range.value; });
-    box.addEventListener("input", () => { range.value = box.value; });
-  }
-}
-
 // ---- run controls ---------------------------------------------------------------------------
 
 function runPhase() {
@@ -134,7 +89,7 @@ function bindButtons() {
     if (runPhase() === "paused") client.send({ type: "step" });
     else start(true); // from idle: start paused on the prefill, then step by step
   });
-  $("#add-message").addEventListener("click", () => addMessage("user", "").querySelector("textarea").focus());
+  $("#add-message").addEventListener("click", () => addMessage("user", "", updateButtons).querySelector("textarea").focus());
   $("#run-form").addEventListener("submit", (e) => { e.preventDefault(); start(false); });
 }
 
@@ -269,14 +224,8 @@ function request(msg) {
   renderChrome();
 }
 
-/** Put a recording's messages and parameters in the prompt box, so Play reruns it live. */
 function fillForm(messages, params) {
-  $("#messages").replaceChildren();
-  for (const m of messages) addMessage(m.role, m.content);
-  for (const input of document.querySelectorAll("#params input")) {
-    const name = input.name || input.dataset.for;
-    if (params[name] != null && !input.disabled) input.value = String(params[name]); // pinned by a workshop host
-  }
+  fillPromptForm(messages, params, updateButtons);
   updateButtons();
 }
 
@@ -302,7 +251,7 @@ function init() {
     return;
   }
   if (!$("#run-form")) return; // the model did not load: the page explains why, nothing to run
-  for (const m of DEFAULT_MESSAGES) addMessage(m.role, m.content);
+  for (const m of DEFAULT_MESSAGES) addMessage(m.role, m.content, updateButtons);
   bindRanges();
   bindButtons();
   recorder = new RunRecorder($("#btn-save"), $("#permalink"));
