@@ -4,16 +4,12 @@
 (its Origin check is settings.EXPLAINER_EMBED_ORIGINS instead of ALLOWED_HOSTS, and it never follows a
 workshop host). The host's socket lives in explainer/host.py.
 """
-import logging
-
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 from django.conf import settings
 
-from explainer.protocol import ProtocolError, parse_frame
+from explainer.protocol import parse_frame
 from explainer.services import limits, runs, workshop
-from explainer.services.sessions import as_error
-
-log = logging.getLogger(__name__)
+from explainer.services.sessions import refusal
 
 
 class SessionConsumer(AsyncJsonWebsocketConsumer):
@@ -63,9 +59,7 @@ class SessionConsumer(AsyncJsonWebsocketConsumer):
                     await self.follower.go_own_way()
                 await getattr(self.run, kind)(message)
         except Exception as exc:
-            if not isinstance(exc, ProtocolError):
-                log.info("refused frame: %s", exc)
-            await self.send_frame(as_error(exc))
+            await self.send_frame(refusal(exc))
             if self.guard.should_close:  # kept flooding past the rate limit
                 await self.close(code=limits.REFUSED_CLOSE_CODE)
 

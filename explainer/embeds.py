@@ -7,7 +7,6 @@ from django.contrib.staticfiles import finders
 from django.http import Http404
 from django.shortcuts import render
 from django.templatetags.static import static
-from django.views.decorators.clickjacking import xframe_options_exempt
 from django.views.decorators.http import require_http_methods
 
 from explainer.models import RecordedRun
@@ -42,12 +41,6 @@ LIVE_PARAMS = ("temperature", "top_k", "top_p", "min_p", "repetition_penalty", "
                "frequency_penalty", "max_new_tokens", "seed")
 DEFAULT_PROMPT = "The mole on my face may need a biopsy. Explain this simply."
 MAX_ATTRIBUTE_CHARS = 2000  # a query string is no place for a document; the server caps the prompt anyway
-
-
-def frameable(view):
-    """Let other sites frame the response: no X-Frame-Options. Its CSP frame-ancestors (the origins in
-    settings.EXPLAINER_EMBED_ORIGINS) comes from explainer.security, like every other header."""
-    return xframe_options_exempt(view)
 
 
 def example_ids() -> list[str]:
@@ -90,7 +83,7 @@ def article_link(section: str, run_id: str | None = None) -> str:
     return f"{page}#{SECTIONS[section][0]}"
 
 
-@frameable
+# Frameable by other sites: explainer.security lifts X-Frame-Options and sets frame-ancestors for /embed/.
 @require_http_methods(["GET", "HEAD"])
 def embed_section(request, section: str):
     """`/embed/<section>/`: the section's diagram alone, live (own session) or `?run=<id>` (a recording)."""

@@ -21,9 +21,9 @@ from django.core.cache import cache
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_http_methods
 
-from explainer.protocol import ProtocolError, json_object, prompt_fields
+from explainer.protocol import parse_frame, prompt_fields
 from explainer.services import host_stats, limits, runs, workshop_policy
-from explainer.services.sessions import as_error
+from explainer.services.sessions import refusal
 from explainer.services.workshop import GROUP
 
 log = logging.getLogger(__name__)
@@ -146,20 +146,14 @@ class HostConsumer(AsyncJsonWebsocketConsumer):
         if not hasattr(self, "run"):
             return
         try:
-            if text_data is None or len(text_data.encode("utf-8", "surrogatepass")) > settings.EXPLAINER_MAX_FRAME_BYTES:
-                raise ProtocolError("frame_too_large", f"send JSON text frames of at most {settings.EXPLAINER_MAX_FRAME_BYTES} bytes")
-            message = json_object(text_data)
-            kind = message.get("type")
-            if kind not in COMMANDS:
-                raise ProtocolError("unknown_type", f"the host's commands are {', '.join(COMMANDS)}", "type")
+            message = parse_frame(text_data, bytes_data, settings.EXPLAINER_MAX_FRAME_BYTES, COMMANDS)
+            kind = message["type"]
             if kind in RUN_VERBS:
                 await getattr(self.run, kind)(message)
             else:
                 await getattr(self, f"_{kind}")(message)
         except Exception as exc:
-            if not isinstance(exc, ProtocolError):
-                log.info("host command refused: %s", exc)
-            await self.send_json(as_error(exc))
+            await self.send_json(refusal(exc))
 
     async def _broadcast(self, message: dict) -> None:
         """Start the host's run for the room (ending any earlier one, on any host socket)."""

@@ -21,8 +21,8 @@ class ProtocolError(ValueError):
         return {"type": "error", "code": self.code, "message": self.message, "field": self.field}
 
 
-def parse_frame(text: str | None, binary: bytes | None, max_bytes: int) -> dict:
-    """Decode one WebSocket frame into a client message with a known type."""
+def parse_frame(text: str | None, binary: bytes | None, max_bytes: int, types: tuple[str, ...] = CLIENT_TYPES) -> dict:
+    """Decode one WebSocket frame into a client message whose type is one of `types`."""
     if binary is not None:
         raise ProtocolError("binary_frame", "send JSON text frames, not binary")
     if text is None or len(text.encode("utf-8", "surrogatepass")) > max_bytes:
@@ -33,8 +33,8 @@ def parse_frame(text: str | None, binary: bytes | None, max_bytes: int) -> dict:
     kind = message.get("type")
     if not isinstance(kind, str):
         raise ProtocolError("missing_field", "every frame needs a string type", "type")
-    if kind not in CLIENT_TYPES:
-        raise ProtocolError("unknown_type", f"unknown type {kind[:40]!r}; one of {', '.join(CLIENT_TYPES)}", "type")
+    if kind not in types:
+        raise ProtocolError("unknown_type", f"unknown type {kind[:40]!r}; one of {', '.join(types)}", "type")
     return message
 
 

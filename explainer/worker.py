@@ -21,7 +21,7 @@ from django.conf import settings
 from explainer.protocol import ProtocolError
 from explainer.services import host_stats
 from explainer.services.capacity import generating
-from explainer.services.sessions import VisitorRun, as_error
+from explainer.services.sessions import VisitorRun, refusal
 
 log = logging.getLogger(__name__)
 
@@ -47,9 +47,7 @@ class VisitorSlot:
             try:
                 await getattr(self.run, message["type"])(message)
             except Exception as exc:
-                if not isinstance(exc, ProtocolError):
-                    log.info("refused frame: %s", exc)
-                await self.send(as_error(exc))
+                await self.send(refusal(exc))
 
     async def close(self) -> None:
         self.task.cancel()

@@ -13,9 +13,11 @@ class Capacity:
     def limit(self) -> int:
         return settings.EXPLAINER_MAX_SESSIONS
 
-    def try_acquire(self) -> bool:
+    def try_acquire(self, limit: int | None = None) -> bool:
+        """Take a slot if fewer than the limit are taken (a workshop host may set a lower one)."""
+        limit = self.limit if limit is None else min(limit, self.limit)
         with self._lock:
-            if self.active >= self.limit:
+            if self.active >= limit:
                 return False
             self.active += 1
             return True

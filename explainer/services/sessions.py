@@ -48,6 +48,13 @@ def as_error(exc: Exception) -> dict:
     return {"type": "error", "code": "model_error", "message": f"the model failed: {exc.__class__.__name__}", "field": None}
 
 
+def refusal(exc: Exception) -> dict:
+    """The `error` for a refused client message; anything but a ProtocolError is logged too."""
+    if not isinstance(exc, ProtocolError):
+        log.info("refused message: %s", exc)
+    return as_error(exc)
+
+
 class VisitorRun:
     """The state of one socket: at most one generation session, its stepping task and its controls."""
 
@@ -69,7 +76,7 @@ class VisitorRun:
         fields = prompt_fields(message)
         await self.end()
         fields, slots = await workshop_policy.apply_to_start(fields)  # the workshop host's pins and limits
-        if generating.active >= slots or not generating.try_acquire():
+        if not generating.try_acquire(slots):
             await self.send({"type": "busy", "reason": f"{min(slots, generating.limit)} visitors are generating already",
                              "retry_after_s": 5})
             return
@@ -172,11 +179,9 @@ class VisitorRun:
 
     async def step(self, _message: dict) -> None:
         """One step while paused (a step while running is refused: it is already stepping)."""
-        session = self._require_session()
-        if self.running.is_set() and not session.finished:
+        session = self._require_unfinished()
+        if self.running.is_set():
             raise ProtocolError("invalid_state", "the run is not paused; send pause first")
-        if session.finished:
-            raise ProtocolError("finished", f"the run has finished ({session.finished}); fork or start again")
         if await self._busy():
             return
         payload = await run_on(self.device, session.step)
@@ -185,9 +190,7 @@ class VisitorRun:
             await self._wait_for_loop()
 
     async def stop(self, _message: dict) -> None:
-        session = self._require_session()
-        if session.finished:
-            raise ProtocolError("finished", f"the run has finished ({session.finished})")
+        session = self._require_unfinished()
         session.stop()
         self.running.set()  # wake a paused loop so it reaches done
         self.window.wake()

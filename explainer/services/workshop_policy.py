@@ -9,7 +9,7 @@ from channels.db import database_sync_to_async
 from django.conf import settings
 
 from explainer.models import WorkshopState
-from explainer.protocol import ProtocolError
+from explainer.protocol import ProtocolError, integer
 from inference.sampling import ParamError, SamplingParams
 
 LIVE_STATES = ("starting", "loading", "running", "paused")  # a broadcast in one of these is in progress
@@ -58,15 +58,8 @@ def validate_pins(params) -> dict:
 
 def validate_limits(message: dict) -> dict:
     """max_new_tokens and max_sessions: a positive integer or null (the server's); own_runs_allowed: bool."""
-    limits = {}
-    for name, ceiling in (("max_new_tokens", settings.EXPLAINER_MAX_NEW_TOKENS), ("max_sessions", None)):
-        value = message.get(name)
-        if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
-            raise ProtocolError("wrong_type", f"{name} must be an integer or null", name)
-        if value is not None and (value < 1 or (ceiling is not None and value > ceiling)):
-            allowed = f"[1, {ceiling}]" if ceiling is not None else ">= 1"
-            raise ProtocolError("out_of_range", f"{name} must be in {allowed}, got {value}", name)
-        limits[name] = value
+    limits = {"max_new_tokens": integer(message, "max_new_tokens", 1, settings.EXPLAINER_MAX_NEW_TOKENS, required=False),
+              "max_sessions": integer(message, "max_sessions", 1, required=False)}
     allowed = message.get("own_runs_allowed", True)
     if not isinstance(allowed, bool):
         raise ProtocolError("wrong_type", "own_runs_allowed must be true or false", "own_runs_allowed")

@@ -1,6 +1,7 @@
 // Wires the article: prompt box, parameters, run buttons, status banner, streamed reply, and
 // hands one RunState (folded from every server message) to every diagram on the page.
 import { RunState } from "./run-state.js";
+import { el } from "./lib/base-element.js";
 import { SessionClient } from "./client.js";
 import { RunRecorder } from "./save-run.js";
 import { WorkshopFollow } from "./workshop-follow.js";
@@ -26,15 +27,6 @@ let connection = { state: "closed", retryAt: null };
 let mode = "none";        // what the diagrams show: "example" or "recording" (stepped with the replay bar), or "live"
 let replayBar = null;
 let examples = null;      // the shipped examples' picker (the article page only)
-
-function make(tag, attrs = {}, text) {
-  const node = document.createElement(tag);
-  for (const [k, v] of Object.entries(attrs)) {
-    if (k === "class") node.className = v; else node.setAttribute(k, v);
-  }
-  if (text != null) node.textContent = text;
-  return node;
-}
 
 // ---- diagrams -------------------------------------------------------------------------------
 
@@ -179,7 +171,7 @@ function bindReadout() {
     // The readout sits right after the diagram, so it survives the diagram's redraws.
     let out = diagram.nextElementSibling;
     if (!out?.classList.contains("he-readout")) {
-      out = make("p", { class: "he-readout" });
+      out = el("p", { class: "he-readout" });
       diagram.after(out);
     }
     out.textContent = target.getAttribute("title");
@@ -219,8 +211,15 @@ async function replayRecording(id) {
 
 /** Send a diagram's request; details need a live session, which an example does not have. */
 function request(msg) {
-  if (mode !== "example" || msg.type === "measure") { client.send(msg); return; }
-  banner = { kind: "info", at: Date.now(), text: "This needs a live run: press Play, then ask again." };
+  const replaying = mode === "example" || mode === "recording";
+  if (!replaying || (mode === "example" && msg.type === "measure")) { client.send(msg); return; }
+  if (msg.type === "measure") {  // a permalink replays with no socket: settle the button with a refusal
+    state.apply({ type: "error", code: "no_server", field: null, message: "a recording replays without the server: measure on the live article" });
+    feedDiagrams();
+    return;
+  }
+  const where = mode === "example" ? "press Play, then ask again" : "open the article and run it live";
+  banner = { kind: "info", at: Date.now(), text: `This needs a live run: ${where}.` };
   renderChrome();
 }
 
@@ -244,6 +243,7 @@ function init() {
   findDiagrams();
   loadElements();
   bindReadout();
+  document.addEventListener("he-request", (e) => { if (e.detail) request(e.detail); });
   const runId = document.querySelector("[data-run-id]")?.dataset.runId;
   if (runId) {
     connection = { state: "replay", retryAt: null };
@@ -256,7 +256,6 @@ function init() {
   bindButtons();
   recorder = new RunRecorder($("#btn-save"), $("#permalink"));
   workshop.bind($("#workshop-banner"), $("#params"));
-  document.addEventListener("he-request", (e) => { if (e.detail) request(e.detail); });
   client.addEventListener("message", (e) => onMessage(e.detail));
   client.addEventListener("state", (e) => {
     connection = { ...e.detail, retryAt: e.detail.retryInMs != null ? Date.now() + e.detail.retryInMs : null };

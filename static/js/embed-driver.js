@@ -3,6 +3,7 @@
 // socket on /ws/embed/ and folds what the server sends. Either hands its state to its elements.
 import { RunState } from "./run-state.js";
 import { SessionClient } from "./client.js";
+import { fetchJson } from "./replay.js";
 
 /** The article's diagrams that can be embedded: the element of section S is <he-S>. */
 export const SECTIONS = [
@@ -61,16 +62,7 @@ class Feed extends EventTarget {
 
 // The shipped example runs (static/examples/, listed in index.json), next to this module's folder.
 const EXAMPLES = new URL("../examples/", import.meta.url);
-// The server holds back messages a client has not acknowledged (docs/protocol.md, `ack`); ack this often.
-const ACK_EVERY = 8;
 const NOTICE_MS = 6000; // a refusal stays in the caption this long once the run carries on
-
-async function fetchJson(url) {
-  const response = await fetch(url, { headers: { Accept: "application/json" } });
-  const body = await response.json().catch(() => null);
-  if (!response.ok || body == null) throw new Error(body?.error?.message || `HTTP ${response.status}`);
-  return body;
-}
 
 /** A recording (GET /api/runs/<id>) or a shipped example: no model, no socket; requests are ignored. */
 export class ReplayFeed extends Feed {
@@ -86,6 +78,13 @@ export class ReplayFeed extends Feed {
     const entry = (await fetchJson(new URL("index.json", EXAMPLES))).find((e) => e.id === this.example);
     if (!entry) throw new Error(`there is no example run "${this.example}"`);
     return new URL(entry.file, EXAMPLES).href;
+  }
+
+  /** Only a measurement asks for an answer; a replay has no server, so it settles with a refusal. */
+  request(message) {
+    if (message.type !== "measure") return;
+    this.state.apply({ type: "error", code: "no_server", field: null, message: "a recording replays without the server" });
+    this.publish();
   }
 
   async load() {
@@ -114,8 +113,6 @@ export class LiveFeed extends Feed {
     this.started = false; // a run was asked for (autostart goes once)
     this.connection = "closed";
     this.notice = null;   // the last error or busy message, until the next run begins
-    this.received = 0;    // messages read on the current socket, and how many of them were acknowledged
-    this.acked = 0;
   }
 
   get articleUrl() { return `${this.origin}/`; }
@@ -144,19 +141,12 @@ export class LiveFeed extends Feed {
     this.client.addEventListener("message", (event) => this.#onMessage(event.detail));
     this.client.addEventListener("state", (event) => {
       this.connection = event.detail.state;
-      if (this.connection === "open") this.received = this.acked = 0; // a new socket counts afresh
       this.publish();
     });
     return this.client.connect();
   }
 
-  #onMessage(message) {
-    this.received += 1;
-    const waiting = typeof message.message === "string" && message.message.startsWith("waiting for the client");
-    if (this.received - this.acked >= ACK_EVERY || waiting) {
-      this.acked = this.received;
-      this.client.send({ type: "ack", received: this.received });
-    }
+  #onMessage(message) {  // SessionClient acks what was read (docs/protocol.md, `ack`)
     if (message.type === "error" || message.type === "busy") this.notice = { ...message, at: Date.now() };
     else if (message.type === "session" || Date.now() - (this.notice?.at ?? 0) > NOTICE_MS) this.notice = null;
     this.state.apply(message);

@@ -7,6 +7,7 @@
 // a caption linking back to the article, live ones a small prompt box. The script also sizes
 // <iframe data-he-embed> embeds from their `he-embed-size` messages, and is the script of those iframes.
 import { FeedRegistry, LiveFeed, SECTIONS, anchorOf } from "./embed-driver.js";
+import { el } from "./lib/base-element.js";
 
 const ORIGIN = new URL(import.meta.url).origin;
 const STYLESHEETS = ["css/site.css", "css/elements-b.css", "css/elements-serving.css"];
@@ -17,13 +18,6 @@ const feeds = new FeedRegistry(ORIGIN);
 const driven = new WeakSet();
 // The iframe page /embed/<section>/ (its template links the styles and the article itself).
 const isEmbedPage = () => document.body?.hasAttribute("data-he-embed-page") ?? false;
-
-function make(tag, attrs = {}, text) {
-  const node = document.createElement(tag);
-  for (const [k, v] of Object.entries(attrs)) node.setAttribute(k, v);
-  if (text != null) node.textContent = text;
-  return node;
-}
 
 // ---- styles: the site's stylesheets, scoped to the diagrams so the host page keeps its own look ------
 
@@ -47,7 +41,7 @@ async function injectStyles() {
   const root = document.documentElement;
   if (root.hasAttribute("data-he-embed-styles") || document.querySelector(`link[href$="/static/css/site.css"]`)) return;
   root.setAttribute("data-he-embed-styles", ORIGIN);
-  const link = make("link", { rel: "stylesheet", href: new URL("../css/embed.css", import.meta.url).href });
+  const link = el("link", { rel: "stylesheet", href: new URL("../css/embed.css", import.meta.url).href });
   document.head.append(link);
   const texts = await Promise.all(STYLESHEETS.map((path) =>
     fetch(new URL(`../${path}`, import.meta.url)).then((r) => (r.ok ? r.text() : ""))));
@@ -60,11 +54,11 @@ async function injectStyles() {
 
 /** The line under an embedded diagram: what it shows, and a link to the full article. */
 function addCaption(element, feed) {
-  const caption = make("p", { class: "he-embed-caption" });
-  const status = make("span", { class: "he-embed-status", "aria-live": "polite" });
+  const caption = el("p", { class: "he-embed-caption" });
+  const status = el("span", { class: "he-embed-status", "aria-live": "polite" });
   caption.append(status);
   if (!isEmbedPage()) {
-    const link = make("a", { href: `${feed.articleUrl}#${anchorOf(element.localName.slice(3))}`, target: "_blank", rel: "noopener" },
+    const link = el("a", { href: `${feed.articleUrl}#${anchorOf(element.localName.slice(3))}`, target: "_blank", rel: "noopener" },
       "Hit Enter — full article");
     caption.append(" ", link);
   }
@@ -79,11 +73,11 @@ function addCaption(element, feed) {
 
 /** A small prompt box above the first element of a live feed: the reader can run it on their own words. */
 function addPromptBox(element, feed) {
-  const form = make("form", { class: "he-embed-form", autocomplete: "off" });
-  const input = make("input", { type: "text", name: "prompt", "aria-label": "Prompt", maxlength: "2000" });
+  const form = el("form", { class: "he-embed-form", autocomplete: "off" });
+  const input = el("input", { type: "text", name: "prompt", "aria-label": "Prompt", maxlength: "2000" });
   input.value = feed.prompt;
-  const play = make("button", { type: "submit", class: "primary" }, "Play");
-  const stop = make("button", { type: "button" }, "Stop");
+  const play = el("button", { type: "submit", class: "primary" }, "Play");
+  const stop = el("button", { type: "button" }, "Stop");
   form.append(input, play, stop);
   form.addEventListener("submit", (event) => { event.preventDefault(); feed.start(input.value); });
   stop.addEventListener("click", () => feed.stop());

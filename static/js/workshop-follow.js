@@ -2,9 +2,6 @@
 // host's pinned parameters shown in the prompt box. The host's frames arrive as ordinary session,
 // prefill, step and done messages, so the page draws them like its own run (docs/protocol.md).
 
-const PARAM_NAMES = new Set(["temperature", "top_k", "top_p", "min_p", "repetition_penalty", "presence_penalty",
-  "frequency_penalty", "max_new_tokens", "seed"]);
-
 export class WorkshopFollow {
   following = false;
   request = null; // {messages, params} of the host's broadcast, for "Save run" while following
@@ -80,7 +77,6 @@ export class WorkshopFollow {
     if (!this.#params) return;
     for (const input of this.#params.querySelectorAll("input")) {
       const name = input.name || input.dataset.for;
-      if (!PARAM_NAMES.has(name)) continue;
       const pinned = Object.hasOwn(pins, name);
       if (pinned) input.value = String(pins[name]);
       input.disabled = pinned;

@@ -25,7 +25,8 @@ export class HeElement extends HTMLElement {
     this.#observer.observe(this);
   }
 
-  disconnectedCallback() { this.#observer?.disconnect(); }
+  // Off the page it is not visible: new data waits (dirty) instead of rendering a detached element.
+  disconnectedCallback() { this.#observer?.disconnect(); this.#visible = false; }
 
   #renderNow() {
     this.#dirty = false;

@@ -4,8 +4,9 @@ import { HeElement, el } from "./base-element.js";
 import { hover, int } from "./widgets.js";
 import { requestFromServer } from "../run-state.js";
 
-// Refusals that answer a `measure` frame (the draft model missing, a capacity field out of range).
-const MEASURE_ERRORS = new Set(["model_error", "out_of_range", "missing_field", "wrong_type", "invalid_value"]);
+// Refusals that answer a `measure` frame (the draft model missing, a capacity field out of range), and the
+// page's own `no_server` for a replay that has no socket to ask.
+const MEASURE_ERRORS = new Set(["model_error", "out_of_range", "missing_field", "wrong_type", "invalid_value", "no_server"]);
 
 /** A button that asks the server to measure `what`; pending until a new `serving[what]` (or a refusal) arrives. */
 export class Measure {
