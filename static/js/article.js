@@ -7,12 +7,9 @@ import { RunRecorder } from "./save-run.js";
 import { WorkshopFollow } from "./workshop-follow.js";
 import { ExamplePicker, Replay, ReplayBar, fetchJson } from "./replay.js";
 import { addMessage, bindRanges, fillPromptForm, readMessages, readParams } from "./prompt-form.js";
+import { SECTIONS } from "./embed-driver.js";
 
-const ELEMENTS = [
-  "he-template", "he-tokens", "he-embeddings", "he-positions", "he-mask", "he-attention", "he-layers",
-  "he-logits", "he-stages", "he-filter", "he-dice", "he-sequence", "he-kv", "he-stream", "he-stop",
-  "he-context", "he-myths", "he-timeline", "he-kvcalc", "he-batch", "he-speculative", "he-quant",
-];
+const ELEMENTS = SECTIONS.map((section) => `he-${section}`);
 const DEFAULT_MESSAGES = [{ role: "user", content: "The mole on my face may need a biopsy. Explain this simply." }];
 
 const $ = (sel) => document.querySelector(sel);
@@ -31,7 +28,7 @@ let examples = null;      // the shipped examples' picker (the article page only
 // ---- diagrams -------------------------------------------------------------------------------
 
 function findDiagrams() {
-  diagrams = [...document.querySelectorAll("*")].filter((n) => n.localName.startsWith("he-"));
+  diagrams = [...document.querySelectorAll(ELEMENTS.join(","))];
 }
 
 /** Give the state to every defined diagram (setting a property before the upgrade would shadow it). */
