@@ -1,7 +1,6 @@
 """A live Daphne on a free loopback port, and Debian's Chromium driven by Playwright."""
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import time
@@ -10,7 +9,9 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import require
 from tests.explainer.live_server import makefile_daphne_limits
+from tests.support import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 ARTIFACTS = ROOT / "test-artifacts"
@@ -18,12 +19,6 @@ CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 HOST_PASSWORD = "workshop-test-password"  # the workshop host page's (tests/browser/test_workshop.py)
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
                  "--disable-component-update", "--disable-sync"]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture(scope="session")
@@ -58,10 +53,7 @@ def site_url(tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def browser():
-    if not Path(CHROMIUM).exists():
-        if os.environ.get("CI"):
-            pytest.fail(f"{CHROMIUM} is missing: .ci/run installs Debian's chromium")
-        pytest.skip("Debian's chromium is not installed (apt-get install chromium)")
+    require(Path(CHROMIUM).exists(), f"Debian's chromium ({CHROMIUM})", "apt-get install chromium")
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as p:

@@ -2,13 +2,13 @@
 import pytest
 
 from explainer.services import model_registry
-from tests.inference.conftest import STORIES
+from tests.support import stories_spec
 
 
 @pytest.fixture
 def stories_model(settings):
     """The tiny real Llama as the site's model, two generation slots, and no model kept between tests."""
-    settings.EXPLAINER_MODEL = str(STORIES)
+    settings.EXPLAINER_MODEL = stories_spec()
     settings.EXPLAINER_MAX_SESSIONS = 2
     model_registry.reset()
     yield settings

@@ -4,7 +4,6 @@ from __future__ import annotations
 import os
 import shlex
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -12,14 +11,9 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
+from tests.support import ORIGIN, free_port  # noqa: F401 (ORIGIN: imported from here by other test modules)
+
 ROOT = Path(__file__).resolve().parents[2]
-ORIGIN = "http://127.0.0.1"  # in ALLOWED_HOSTS: the article's socket accepts it
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def makefile_daphne_limits() -> list[str]:

@@ -7,6 +7,7 @@ from channels.testing import WebsocketCommunicator
 
 from explainer.asgi import application
 from explainer.services.capacity import generating
+from tests.support import connect, until
 
 ORIGIN = [(b"origin", b"http://127.0.0.1")]
 START = {"type": "start", "messages": [{"role": "user", "content": "<t403> <t407>"}],
@@ -14,24 +15,6 @@ START = {"type": "start", "messages": [{"role": "user", "content": "<t403> <t407
 
 
 pytestmark = pytest.mark.usefixtures("stories_model")  # tests/explainer/conftest.py
-
-
-async def connect():
-    comm = WebsocketCommunicator(application, "/ws/session/", headers=ORIGIN)
-    connected, _ = await comm.connect()
-    assert connected
-    assert (await comm.receive_json_from())["state"] == "ready"
-    return comm
-
-
-async def until(comm, kind, timeout=60):
-    """Messages up to and including the first of type ``kind``."""
-    seen = []
-    while True:
-        msg = await comm.receive_json_from(timeout=timeout)
-        seen.append(msg)
-        if msg["type"] == kind:
-            return seen
 
 
 async def test_full_run():

@@ -22,7 +22,7 @@ from explainer.services.capacity import generating
 from explainer.services.sessions import READER_PAUSED, live_sessions
 from tests.explainer.fuzz_frames import (GOOD_START, MAX_NEW_TOKENS, NO_RUN_FRAMES, RAW_FRAMES, RUN_FRAMES, START_FRAMES,
                                          VALID_MESSAGES, Frame)
-from tests.inference.conftest import STORIES
+from tests.support import stories_spec
 
 ORIGIN = [(b"origin", b"http://127.0.0.1")]
 # The codes a refused frame may get (docs/protocol.md); never model_error or out_of_memory.
@@ -121,7 +121,7 @@ class Driver:
 
 @pytest.fixture
 def fuzz_settings(settings):
-    settings.EXPLAINER_MODEL = str(STORIES)
+    settings.EXPLAINER_MODEL = stories_spec()
     settings.EXPLAINER_MAX_SESSIONS = 2
     settings.EXPLAINER_MAX_NEW_TOKENS = MAX_NEW_TOKENS
     settings.EXPLAINER_RATE_PER_S = 0  # no rate limit: this socket floods on purpose

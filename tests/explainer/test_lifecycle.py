@@ -9,18 +9,15 @@ import subprocess
 
 import pytest
 import torch
-from channels.testing import WebsocketCommunicator
 from websockets.asyncio.client import connect as ws_connect
 
-from explainer.asgi import application
 from explainer.services import limits
 from explainer.services.capacity import generating
 from explainer.services.sessions import as_error, live_sessions
 from inference.engine import GenerationSession
 from tests.explainer.live_server import ORIGIN, daphne_flag, start_daphne
-from tests.inference.conftest import STORIES
+from tests.support import connect, stories_spec, until
 
-HEADERS = [(b"origin", ORIGIN.encode())]
 MESSAGES = [{"role": "user", "content": "<t403> <t407>"}]
 ADDRESS = "192.0.2.44"  # every cycle's socket comes from here: the per-address count must come back to 0
 CYCLES, WARM_UP = 1000, 50
@@ -37,26 +34,10 @@ def rss_bytes() -> int:
         return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
 
 
-async def connect() -> WebsocketCommunicator:
-    comm = WebsocketCommunicator(application, "/ws/session/", headers=HEADERS)
-    comm.scope["client"] = [ADDRESS, 40000]
-    connected, _ = await comm.connect()
-    assert connected
-    assert (await comm.receive_json_from())["state"] == "ready"
-    return comm
-
-
-async def until(comm, kind: str, timeout=60) -> list[dict]:
-    seen = []
-    while not seen or seen[-1]["type"] != kind:
-        seen.append(await comm.receive_json_from(timeout=timeout))
-    return seen
-
-
 async def cycle(i: int) -> None:
     """Connect, start, and leave at one of four moments: before any reply, after the session message,
     after the first step, or after the whole run."""
-    comm = await connect()
+    comm = await connect(ADDRESS)
     await comm.send_json_to({"type": "start", "messages": MESSAGES, "params": {"seed": i, "max_new_tokens": 2 + i % 5}})
     moment = i % 4
     if moment == 1:
@@ -114,7 +95,7 @@ def test_out_of_memory_and_other_failures_map_to_their_codes():
 
 
 async def test_out_of_memory_ends_that_run_only(out_of_memory_for_one_visitor):
-    other, victim = await connect(), await connect()
+    other, victim = await connect(ADDRESS), await connect(ADDRESS)
     await other.send_json_to({"type": "start", "messages": MESSAGES, "paused": True, "params": {"seed": 1, "max_new_tokens": 5}})
     await until(other, "check")
     await victim.send_json_to({"type": "start", "messages": MESSAGES, "params": {"seed": OOM_SEED, "max_new_tokens": 5}})
@@ -135,7 +116,7 @@ async def test_out_of_memory_ends_that_run_only(out_of_memory_for_one_visitor):
 # ---- SIGTERM ------------------------------------------------------------------------------------------
 async def test_sigterm_mid_run_stops_daphne_within_its_close_timeout(tmp_path):
     close_timeout = float(daphne_flag("--application-close-timeout"))
-    server = await asyncio.to_thread(start_daphne, tmp_path, str(STORIES))
+    server = await asyncio.to_thread(start_daphne, tmp_path, stories_spec())
     try:
         async with ws_connect(server.ws_url, origin=ORIGIN, proxy=None) as ws:
             assert json.loads(await ws.recv())["state"] == "ready"

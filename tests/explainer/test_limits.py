@@ -9,18 +9,16 @@ from pathlib import Path
 
 import pytest
 import websockets
-from channels.testing import WebsocketCommunicator
 from websockets.asyncio.client import connect as ws_connect
 
-from explainer.asgi import application
 from explainer.services import limits, model_registry
 from explainer.services.capacity import generating
 from explainer.services.executors import executor_for
 from explainer.services.sessions import READER_PAUSED, live_sessions
+from tests.conftest import require
 from tests.explainer.live_server import ORIGIN, daphne_flag, start_daphne
-from tests.inference.conftest import STORIES
+from tests.support import connect, stories_spec, until
 
-HEADERS = [(b"origin", ORIGIN.encode())]
 MESSAGES = [{"role": "user", "content": "<t403> <t407>"}]
 CLIENT_JS = Path(__file__).resolve().parents[2] / "static" / "js" / "client.js"
 
@@ -41,24 +39,6 @@ def clock(monkeypatch):
     frozen = FrozenClock()
     monkeypatch.setattr(limits, "now", frozen)
     return frozen
-
-
-async def connect(address: str | None = None, expect_ready: bool = True) -> WebsocketCommunicator:
-    comm = WebsocketCommunicator(application, "/ws/session/", headers=HEADERS)
-    if address is not None:  # the app has not run yet: it reads this scope when connect() sends its event
-        comm.scope["client"] = [address, 50000]
-    connected, _ = await comm.connect()
-    assert connected
-    if expect_ready:
-        assert (await comm.receive_json_from())["state"] == "ready"
-    return comm
-
-
-async def until(comm, predicate, timeout=60) -> list[dict]:
-    seen = []
-    while not seen or not predicate(seen[-1]):
-        seen.append(await comm.receive_json_from(timeout=timeout))
-    return seen
 
 
 # ---- the token bucket and the address -----------------------------------------------------------
@@ -266,9 +246,7 @@ async def test_bad_acks_are_refused(ack, code):
 
 
 def test_client_js_acks_every_8_messages_at_most_every_100_ms_and_when_idle(tmp_path):
-    node = shutil.which("node")
-    if node is None:
-        pytest.skip("node is not installed")
+    node = require(shutil.which("node"), "node", "apt-get install nodejs")
     module = tmp_path / "client.mjs"  # the same file, as an ES module node will import
     module.write_text(CLIENT_JS.read_text())
     driver = tmp_path / "drive.mjs"
@@ -334,7 +312,7 @@ console.log(JSON.stringify(out));
 async def test_daphne_refuses_frames_past_its_cap_and_the_app_names_smaller_ones(tmp_path, settings):
     cap = int(daphne_flag("--websocket-max-message-size"))
     assert settings.EXPLAINER_MAX_FRAME_BYTES < cap  # frames in between get a named error, not a dropped socket
-    server = await asyncio.to_thread(start_daphne, tmp_path, str(STORIES))
+    server = await asyncio.to_thread(start_daphne, tmp_path, stories_spec())
     try:
         async with ws_connect(server.ws_url, origin=ORIGIN, proxy=None, compression=None, max_size=None) as ws:
             assert json.loads(await ws.recv())["state"] == "ready"

@@ -1,11 +1,8 @@
 """The index page and health check show the loaded model, or say clearly why it is missing."""
-from pathlib import Path
-
 import pytest
 
 from explainer.services import model_registry
-
-STORIES = Path(__file__).resolve().parents[3] / "shared/models/stories260K"
+from tests.support import STORIES, stories_spec
 
 
 @pytest.fixture(autouse=True)
@@ -19,9 +16,7 @@ def fresh_registry(settings):
 
 @pytest.fixture
 def stories(settings):
-    if not (STORIES / "config.json").exists():
-        pytest.skip(f"test model missing: {STORIES}")
-    settings.EXPLAINER_MODEL = str(STORIES)
+    settings.EXPLAINER_MODEL = stories_spec()
 
 
 def test_index_names_the_model_and_describes_it(client, stories):

@@ -14,7 +14,7 @@ from inference.payload import SCHEMA_VERSION, validate_payload
 from inference.prompting import build_prompt
 from inference.sampling import SamplingParams
 from inference.views import done_view, session_view
-from tests.inference.conftest import STORIES
+from tests.support import STORIES, stories_spec
 
 MESSAGES = [{"role": "user", "content": "<t403> <t407>"}]
 PARAMS = {"temperature": 0.8, "seed": 1, "max_new_tokens": 5}
@@ -23,9 +23,7 @@ PARAMS = {"temperature": 0.8, "seed": 1, "max_new_tokens": 5}
 @pytest.fixture(scope="module")
 def recorded_payloads():
     """Every payload of one real run on stories260K, in the order the socket sends them."""
-    if not (STORIES / "config.json").exists():
-        pytest.skip(f"test model missing: {STORIES}")
-    loaded = load_model(str(STORIES), device="cpu")
+    loaded = load_model(stories_spec(), device="cpu")
     session = GenerationSession(loaded, build_prompt(loaded.tokenizer, input_ids=[1, 403, 407]), SamplingParams(**PARAMS))
     payloads = [session_view(session), session.prefill(), checks.causal_mask(session)]
     while not session.finished:

@@ -18,18 +18,13 @@ import pytest
 import websockets
 from channels_redis.core import RedisChannelLayer
 
-from tests.inference.conftest import STORIES
+from tests.conftest import require
+from tests.support import free_port, stories_spec
 
 ROOT = Path(__file__).resolve().parents[2]
 WORKERS = ["inference-0", "inference-1"]
 PROMPT = {"type": "start", "text": "Once upon a time", "paused": True,
           "params": {"temperature": 0.8, "seed": 2, "max_new_tokens": 24}}
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def wait_for_port(port: int, proc: subprocess.Popen, timeout: float = 120) -> None:
@@ -65,15 +60,9 @@ async def workers_answer(redis_url: str, names: list[str], timeout: float = 180)
 @pytest.fixture
 def cluster(tmp_path):
     """redis-server, two `runworker` processes and two Daphne processes on free loopback ports."""
-    redis = shutil.which("redis-server")
-    if redis is None:
-        if os.environ.get("CI"):
-            pytest.fail("redis-server is missing: .ci/run installs Debian's redis-server")
-        pytest.skip("redis-server is not installed")
-    if not STORIES.exists():
-        pytest.skip(f"{STORIES} is not here")
+    redis = require(shutil.which("redis-server"), "redis-server", "apt-get install redis-server")
     redis_port = free_port()
-    env = {**os.environ, "REDIS_URL": f"redis://127.0.0.1:{redis_port}/0", "EXPLAINER_MODEL": str(STORIES),
+    env = {**os.environ, "REDIS_URL": f"redis://127.0.0.1:{redis_port}/0", "EXPLAINER_MODEL": stories_spec(),
            "EXPLAINER_WORKER_CHANNELS": ",".join(WORKERS), "EXPLAINER_WORKER_TIMEOUT_S": "3",
            "DATABASE_URL": f"sqlite:///{tmp_path / 'db.sqlite3'}", "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1"}
     subprocess.run([sys.executable, "manage.py", "migrate", "--noinput"], cwd=ROOT, env=env, check=True, capture_output=True)

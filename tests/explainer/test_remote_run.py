@@ -4,22 +4,20 @@ import asyncio
 
 import pytest
 from channels.layers import get_channel_layer
-from channels.testing import WebsocketCommunicator
 from channels.worker import Worker
 
 from explainer.asgi import application
 from explainer.services import host_stats, model_registry
 from explainer.services.capacity import generating
 from explainer.services.remote import RemoteRun
-from tests.inference.conftest import STORIES
+from tests.support import connect, stories_spec, until
 
-ORIGIN = [(b"origin", b"http://127.0.0.1")]
 START = {"type": "start", "text": "Once upon a time", "params": {"temperature": 0.8, "seed": 1, "max_new_tokens": 5}}
 
 
 @pytest.fixture(autouse=True)
 def remote_mode(settings):
-    settings.EXPLAINER_MODEL = str(STORIES)
+    settings.EXPLAINER_MODEL = stories_spec()
     settings.EXPLAINER_WORKERS = True
     settings.EXPLAINER_WORKER_CHANNELS = ["inference-test"]
     settings.EXPLAINER_WORKER_PICK_S = 0.5
@@ -27,20 +25,6 @@ def remote_mode(settings):
     model_registry.reset()
     yield
     model_registry.reset()
-
-
-async def connect():
-    comm = WebsocketCommunicator(application, "/ws/session/", headers=ORIGIN)
-    assert (await comm.connect())[0]
-    assert (await comm.receive_json_from())["state"] == "ready"
-    return comm
-
-
-async def until(comm, kinds, timeout=60):
-    seen = []
-    while not seen or seen[-1]["type"] not in kinds:
-        seen.append(await comm.receive_json_from(timeout=timeout))
-    return seen
 
 
 class InProcessWorker(Worker):

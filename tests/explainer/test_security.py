@@ -19,7 +19,7 @@ from explainer.asgi import application
 from explainer.models import RecordedRun, new_run_id
 from explainer.services import model_registry
 from tests.explainer.test_recordings import body, csrf_client, post, recorded_payloads  # noqa: F401 (a fixture)
-from tests.inference.conftest import STORIES
+from tests.support import stories_spec
 
 REPO = Path(__file__).resolve().parents[2]
 SITE_ORIGIN = b"http://127.0.0.1"
@@ -28,7 +28,7 @@ FOREIGN_ORIGINS = [b"http://evil.example", b"http://127.0.0.1.evil.example", b"n
 
 @pytest.fixture(autouse=True)
 def stories_model(settings):
-    settings.EXPLAINER_MODEL = str(STORIES)
+    settings.EXPLAINER_MODEL = stories_spec()
     model_registry.reset()
     yield
     model_registry.reset()

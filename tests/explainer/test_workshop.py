@@ -1,6 +1,4 @@
 """Workshop mode: the host page's login, the host socket, broadcasts to followers, pins and limits."""
-import asyncio
-
 import pytest
 from asgiref.sync import sync_to_async
 from channels.testing import WebsocketCommunicator
@@ -12,7 +10,7 @@ from explainer.asgi import application
 from explainer.host import MAX_FAILURES
 from explainer.services import model_registry
 from explainer.services.capacity import generating
-from tests.inference.conftest import STORIES
+from tests.support import STORIES, stories_spec, until
 
 PASSWORD = "class-of-2025"
 ORIGIN = (b"origin", b"http://127.0.0.1")
@@ -24,9 +22,7 @@ OPEN = []  # sockets a test has not closed yet (it failed half-way)
 
 @pytest.fixture(autouse=True)
 def workshop_on(settings):
-    if not (STORIES / "config.json").exists():
-        pytest.skip(f"test model missing: {STORIES}")
-    settings.EXPLAINER_MODEL = str(STORIES)
+    settings.EXPLAINER_MODEL = stories_spec()
     settings.EXPLAINER_HOST_PASSWORD = PASSWORD
     settings.EXPLAINER_MAX_SESSIONS = 4
     model_registry.reset()
@@ -82,16 +78,6 @@ async def visitor():
     OPEN.append(comm)
     await until(comm, lambda m: m.get("state") == "ready")
     return comm
-
-
-async def until(comm, done, timeout=60):
-    """Messages up to and including the first for which done(message) is true (host stats never stop)."""
-    seen = []
-    async with asyncio.timeout(timeout):
-        while True:
-            seen.append(await comm.receive_json_from(timeout=timeout))
-            if done(seen[-1]):
-                return seen
 
 
 def of_type(kind):

@@ -1,18 +1,13 @@
 """Shared fixtures: the real pretrained stories260K Llama and the bundled model, loaded once."""
-from pathlib import Path
-
 import pytest
 
 from inference.loading import BUNDLED_DIR, load_model
-
-STORIES = Path(__file__).resolve().parents[3] / "shared" / "models" / "stories260K"
+from tests.support import STORIES, stories_spec  # noqa: F401 (STORIES: imported from here by other test modules)
 
 
 @pytest.fixture(scope="session")
 def stories():
-    if not STORIES.exists():
-        pytest.skip(f"{STORIES} is not here")
-    return load_model(str(STORIES))
+    return load_model(stories_spec())
 
 
 @pytest.fixture(scope="session")
