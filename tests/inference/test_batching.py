@@ -24,7 +24,13 @@ def test_shape_of_result(experiment):
     assert result["max_new_tokens"] == NEW_TOKENS
     assert [r["batch_size"] for r in result["runs"]] == [1, 2, 4]
     assert set(result["throughput_ratio"]) == {1, 2, 4}
-    assert result["throughput_ratio"][1] == 1.0
+
+
+def test_throughput_ratios_are_each_size_against_the_lone_row(experiment):
+    """Each ratio is that size's measured tokens/s over batch size one's, both from the same run."""
+    speed = {r["batch_size"]: r["tokens_per_s"] for r in experiment[1]["runs"]}
+    for size in (2, 4):
+        assert experiment[1]["throughput_ratio"][size] == pytest.approx(speed[size] / speed[1], rel=5e-3)
 
 
 def test_batch_size_one_matches_reference(experiment):
