@@ -15,8 +15,8 @@ the serialized frame sizes, and the engine's own per-step timing (forward / capt
 A last section prefills a 512-token prompt on the 135M shape and compares the frame sizes with the
 wire budget (prefill <= 512 KB, decode <= 64 KB; KB = 1024 bytes).
 
-Models: ``--model`` (default ``bundled``; until the bundled model exists use
-``--model /work/shared/models/stories260K``) and a randomly initialised SmolLM2-135M-shaped Llama.
+Models: ``--model`` (default ``bundled``; the real pretrained ``tests/fixtures/models/stories260K`` also
+works) and a randomly initialised SmolLM2-135M-shaped Llama.
 The script prints figures and never asserts times: it exits 0 whatever the numbers are.
 """
 from __future__ import annotations
@@ -97,7 +97,7 @@ def load_named(spec: str, device: str) -> tuple[LoadedModel | None, str | None]:
         return load_model(spec, device=device, attn_implementation="eager"), None
     except Exception as exc:  # noqa: BLE001
         reason = f"{exc.__class__.__name__}: {str(exc).strip().splitlines()[0] if str(exc).strip() else ''}"
-        hint = " (until inference/bundled holds a model, try --model /work/shared/models/stories260K)" if spec == "bundled" else ""
+        hint = " (try --model tests/fixtures/models/stories260K)" if spec == "bundled" else ""
         log(f"skipping model {spec!r}: {reason}{hint}")
         return None, reason
 
