@@ -1,0 +1,93 @@
+"""Stop, pause and step under the timings people cause (issue 11), over Channels' test communicator."""
+import pytest
+from channels.testing import WebsocketCommunicator
+
+from explainer.asgi import application
+from explainer.services.capacity import generating
+
+ORIGIN = [(b"origin", b"http://127.0.0.1")]
+LONG = {"type": "start", "messages": [{"role": "user", "content": "<t403> <t407>"}],
+        "params": {"temperature": 0.8, "seed": 1, "max_new_tokens": 200}}
+
+pytestmark = pytest.mark.usefixtures("stories_model")  # tests/explainer/conftest.py
+
+
+async def connect():
+    comm = WebsocketCommunicator(application, "/ws/session/", headers=ORIGIN)
+    connected, _ = await comm.connect()
+    assert connected
+    assert (await comm.receive_json_from())["state"] == "ready"
+    return comm
+
+
+async def until(comm, test, timeout=30):
+    """Messages up to and including the first for which test(message) holds."""
+    seen = []
+    while True:
+        seen.append(await comm.receive_json_from(timeout=timeout))
+        if test(seen[-1]):
+            return seen
+
+
+def is_step(n):
+    return lambda m: m["type"] == "step" and m["step"] == n
+
+
+def is_type(kind):
+    return lambda m: m["type"] == kind
+
+
+async def rest_of_run(comm):
+    """Everything up to the run's closing `status: finished`, then nothing more for a moment."""
+    seen = await until(comm, lambda m: m["type"] == "status" and m["state"] == "finished")
+    assert await comm.receive_nothing(timeout=0.3), "the run sent more after it finished"
+    return seen
+
+
+async def test_stop_at_step_3_of_a_long_run_stops_within_one_step():
+    comm = await connect()
+    await comm.send_json_to(LONG)
+    await until(comm, is_step(3))
+    await comm.send_json_to({"type": "stop"})
+    seen = await rest_of_run(comm)
+    steps = [m["step"] for m in seen if m["type"] == "step"]
+    done = next(m for m in seen if m["type"] == "done")
+    assert done["stop_reason"] == "stopped", done["stop_reason"]
+    assert len(steps) <= 1 and done["steps"] <= 4, steps
+    assert generating.active == 0
+    await comm.disconnect()
+
+
+async def test_pause_step_stop_lets_at_most_one_step_through():
+    comm = await connect()
+    await comm.send_json_to(LONG)
+    await until(comm, is_step(2))
+    await comm.send_json_to({"type": "pause"})
+    seen = await until(comm, lambda m: m["type"] == "status" and m["state"] == "paused")
+    last = max([2] + [m["step"] for m in seen if m["type"] == "step"])
+    assert await comm.receive_nothing(timeout=0.3)  # paused holds
+    await comm.send_json_to({"type": "step"})
+    await comm.send_json_to({"type": "stop"})
+    seen = await rest_of_run(comm)
+    steps = [m["step"] for m in seen if m["type"] == "step"]
+    done = next(m for m in seen if m["type"] == "done")
+    assert steps in ([], [last + 1]), steps  # the asked-for step at most
+    assert done["stop_reason"] == "stopped" and done["steps"] <= last + 1
+    await comm.disconnect()
+
+
+async def test_stop_while_held_by_flow_control_answers(settings):
+    settings.EXPLAINER_OUTBOUND_WINDOW = 4
+    comm = await connect()
+    await comm.send_json_to({"type": "ack", "received": 1})  # an acking client: the window holds from now
+    await comm.send_json_to(LONG)
+    await until(comm, lambda m: m["type"] == "status" and "ack" in m.get("message", ""))
+    await comm.send_json_to({"type": "stop"})
+    seen = await rest_of_run(comm)
+    done = next(m for m in seen if m["type"] == "done")
+    assert done["stop_reason"] == "stopped"
+    assert len([m for m in seen if m["type"] == "step"]) <= 1
+    await comm.send_json_to({"type": "resume"})
+    error = await comm.receive_json_from(timeout=5)
+    assert (error["type"], error["code"]) == ("error", "finished")
+    await comm.disconnect()
