@@ -58,8 +58,8 @@ class SessionConsumer(AsyncJsonWebsocketConsumer):
                 if kind == "start":
                     await self.follower.go_own_way()
                 await getattr(self.run, kind)(message)
-        except Exception as exc:
-            await self.send_frame(refusal(exc))
+        except Exception as exc:  # answered in order: after the step in flight or asked for, if any
+            await self.run.reply(refusal(exc))
             if self.guard.should_close:  # kept flooding past the rate limit
                 await self.close(code=limits.REFUSED_CLOSE_CODE)
 

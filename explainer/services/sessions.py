@@ -80,8 +80,8 @@ class VisitorRun:
         await self.deliver(message)
 
     async def reply(self, message: dict) -> None:
-        """A verb's answer: now, or right after the prefill or step in flight."""
-        if self.control.computing:
+        """A verb's answer (or a refusal): now, or right after the step in flight or asked for."""
+        if self.control.computing or self.control.step_asked:
             self.deferred.append(message)
         else:
             await self.send(message)
@@ -107,7 +107,14 @@ class VisitorRun:
             return
         self.holds_slot = True
         self.control.begin(fields["paused"])
-        self.task = asyncio.create_task(self._drive(self._open(fields, params)))
+        try:  # prefilling: the start's reply (session, prefill, status) comes before any later message's
+            await self._open(fields, params)
+        except Exception as exc:  # a refused prompt or a model failure ends this run only
+            self.control.reset()
+            await self._close_session()
+            await self._release()
+            raise _wrapped(exc) from exc
+        self.task = asyncio.create_task(self._drive())
 
     async def _open(self, fields: dict, params: SamplingParams) -> None:
         """prefilling: load, tokenize, prefill; then running or paused as asked (or stopping)."""
@@ -136,11 +143,9 @@ class VisitorRun:
         await self.send(status(self.control.after_prefill))  # the start's answer: what it asked for
         await self._flush()  # then what pause/resume said meanwhile
 
-    async def _drive(self, opening=None) -> None:
-        """prefill (when opening), step while the state says so, and end with `done` and the checks."""
+    async def _drive(self) -> None:
+        """Step while the state says so, and end with `done` and the checks."""
         try:
-            if opening is not None:
-                await opening
             while await self._next_step_allowed():
                 await self._one_step()
             await self._finish()
@@ -149,8 +154,8 @@ class VisitorRun:
         except Exception as exc:  # e.g. out of memory: this visitor gets an error, the server goes on
             if not isinstance(exc, ProtocolError):
                 log.exception("run failed")
-            self.deferred.clear()
             self.control.reset()
+            await self._flush()
             await self._close_session()  # its cache may be what filled the memory; freed before the visitor hears
             await self._release()
             await self.send(as_error(exc))
@@ -298,13 +303,13 @@ class VisitorRun:
         """Cancel the driver and free the session's memory (on a new start or a disconnect): nothing more is sent."""
         try:
             self.control.reset()
-            self.deferred.clear()
             if self.task and not self.task.done():
                 self.task.cancel()
                 try:
                     await self.task
                 except (asyncio.CancelledError, Exception):
                     pass
+            await self._flush()  # answers to requests made before the end (a socket that closed ignores them)
             await self._close_session()
         finally:  # Daphne cancels a closing socket that takes too long: the slot must come back even then
             await self._release()
@@ -315,3 +320,11 @@ class VisitorRun:
             _live.discard(self)
             await run_on(self.device, session.close)
 
+
+
+def _wrapped(exc: Exception) -> ProtocolError:
+    """The same error fields as as_error, raised as a ProtocolError; model failures are logged."""
+    error = as_error(exc)
+    if error["code"] == "model_error":
+        log.exception("start failed")
+    return ProtocolError(error["code"], error["message"], error["field"])
