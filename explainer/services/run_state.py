@@ -37,6 +37,7 @@ class RunControl:
         self.state = IDLE
         self.after_prefill = RUNNING  # what the prefill turns into (a pause while prefilling changes it)
         self.step_asked = False  # a `step` accepted and not yet sent
+        self.keep_steps: int | None = None  # a stop's limit: the client's last step + the one computing
         self.computing = False  # the prefill or a step is in flight: verbs' replies wait behind it
         self.changed = asyncio.Event()  # the driver looks again when set
         self.quiet = asyncio.Event()  # set whenever nothing is in flight and no step is asked for
@@ -45,6 +46,7 @@ class RunControl:
     # ---- what the driver does ---------------------------------------------------------------
     def begin(self, paused: bool) -> None:
         self.state, self.after_prefill, self.step_asked = PREFILLING, PAUSED if paused else RUNNING, False
+        self.keep_steps = None
         self.wake()
 
     def prefilled(self) -> str:
@@ -64,7 +66,7 @@ class RunControl:
         self.set_quiet()
 
     def reset(self) -> None:
-        self.state, self.step_asked, self.computing = IDLE, False, False
+        self.state, self.step_asked, self.computing, self.keep_steps = IDLE, False, False, None
         self.set_quiet()
         self.wake()
 
@@ -116,10 +118,13 @@ class RunControl:
         self.quiet.clear()
         self.wake()
 
-    def stop(self) -> None:
-        """Stop wins from every live state: at most the step in flight, then `done`."""
+    def stop(self, seen: int | None = None) -> None:
+        """Stop wins from every live state: at most the step in flight, then `done`.
+
+        `seen` is the last step the client had when it asked: the run keeps at most one step more, so the
+        steps already on their way when the stop was read are dropped from the run (and `done` says so)."""
         self._require(LIVE, "stop")
-        self.state, self.step_asked = STOPPING, False
+        self.state, self.step_asked, self.keep_steps = STOPPING, False, None if seen is None else seen + 1
         self.set_quiet()
         self.wake()
 

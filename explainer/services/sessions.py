@@ -190,7 +190,10 @@ class VisitorRun:
         await self._flush()
 
     async def _finish(self) -> None:
+        keep = self.control.keep_steps
         if self.control.state == STOPPING:
+            if keep is not None and keep < self.session.step_index:
+                await run_on(self.device, self.session.truncate, keep)
             self.session.stop()  # here, between steps: no step in flight can overwrite it
         self.control.finish()
         await self._flush()
@@ -225,9 +228,11 @@ class VisitorRun:
             return
         self.control.step()
 
-    async def stop(self, _message: dict) -> None:
-        """Answered by `done` (stop_reason "stopped") once the step in flight, if any, is out."""
-        self.control.stop()
+    async def stop(self, message: dict) -> None:
+        """Answered by `done` (stop_reason "stopped") once the step in flight, if any, is out.
+
+        An optional `step` (the last step the client has) cuts the run at that step plus one."""
+        self.control.stop(integer(message, "step", 0, MAX_ACK, required=False))
 
     async def fork(self, message: dict) -> None:
         """Force a token at a step; the run continues paused from there (a finished run too)."""

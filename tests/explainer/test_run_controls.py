@@ -91,3 +91,33 @@ async def test_stop_while_held_by_flow_control_answers(settings):
     error = await comm.receive_json_from(timeout=5)
     assert (error["type"], error["code"]) == ("error", "finished")
     await comm.disconnect()
+
+
+async def test_a_stop_that_names_the_last_step_seen_cuts_the_run_there():
+    """Steps already on the wire when the stop is read are dropped from the run; `done` is the truth."""
+    comm = await connect()
+    await comm.send_json_to(LONG)
+    seen = await until(comm, is_step(6))  # the client "saw" step 3 only: steps 4-6 were on their way
+    await comm.send_json_to({"type": "stop", "step": 3})
+    seen = await rest_of_run(comm)
+    done = next(m for m in seen if m["type"] == "done")
+    assert done["stop_reason"] == "stopped" and done["steps"] == 4 and len(done["token_ids"]) == 4
+    await comm.send_json_to({"type": "retemper", "step": 5, "temperature": 0.5})
+    error = await comm.receive_json_from(timeout=5)
+    assert (error["code"], error["field"]) == ("out_of_range", "step")  # the run ends at step 4
+    await comm.send_json_to({"type": "fork", "step": 4, "token_id": 42})
+    forked = await until(comm, is_type("step"))
+    assert forked[-1]["step"] == 4 and forked[-1]["token"]["id"] == 42
+    await comm.disconnect()
+
+
+async def test_resume_and_step_on_a_finished_run_get_named_errors():
+    comm = await connect()
+    await comm.send_json_to({**LONG, "params": {**LONG["params"], "max_new_tokens": 3}})
+    await rest_of_run(comm)
+    for verb in ("resume", "step", "pause", "stop"):
+        await comm.send_json_to({"type": verb})
+        error = await comm.receive_json_from(timeout=5)
+        assert (error["type"], error["code"]) == ("error", "finished"), error
+    assert generating.active == 0
+    await comm.disconnect()
