@@ -201,8 +201,8 @@ class VisitorRun:
         weights_before = model_registry.initial_checksum()
         for check in await run_on(self.device, checks.after_run, self.session, self.rows_before, weights_before):
             await self.send(check)
+        await self._release()  # free before the run's last word: a client may start again at once
         await self.send(status(FINISHED, self.session.finished))
-        await self._release()
 
     async def _release(self) -> None:
         if self.holds_slot:
