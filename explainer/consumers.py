@@ -7,12 +7,12 @@ workshop host). The host's socket lives in explainer/host.py.
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 from django.conf import settings
 
-from explainer.protocol import parse_frame
+from explainer.protocol import StrictJson, parse_frame
 from explainer.services import limits, runs, workshop
 from explainer.services.sessions import refusal
 
 
-class SessionConsumer(AsyncJsonWebsocketConsumer):
+class SessionConsumer(StrictJson, AsyncJsonWebsocketConsumer):
     """One generation session per socket (docs/protocol.md)."""
 
     follows_workshop = True
@@ -32,7 +32,7 @@ class SessionConsumer(AsyncJsonWebsocketConsumer):
         await self.send_frame({"type": "status", "state": "ready", "message": ""})
 
     async def send_frame(self, message: dict) -> None:
-        """Every server → client message goes through here (the outbound window counts it)."""
+        """Every server → client message goes through here (the outbound window counts it; strict JSON)."""
         await self.send_json(message)
 
     async def disconnect(self, code):

@@ -1,4 +1,6 @@
 """Stop, pause and step under the timings people cause (issue 11), over Channels' test communicator."""
+import json
+
 import pytest
 from channels.testing import WebsocketCommunicator
 
@@ -33,6 +35,10 @@ def is_step(n):
     return lambda m: m["type"] == "step" and m["step"] == n
 
 
+def refuse(constant):
+    raise AssertionError(f"a frame carried {constant}")
+
+
 def is_type(kind):
     return lambda m: m["type"] == kind
 
@@ -45,6 +51,21 @@ async def rest_of_run(comm):
 
 
 async def test_stop_at_step_3_of_a_long_run_stops_within_one_step():
+    """The page's stop names the last step it drew: the run keeps at most one step more."""
+    comm = await connect()
+    await comm.send_json_to(LONG)
+    await until(comm, is_step(3))
+    await comm.send_json_to({"type": "stop", "step": 3})
+    seen = await rest_of_run(comm)
+    done = next(m for m in seen if m["type"] == "done")
+    assert done["stop_reason"] == "stopped", done["stop_reason"]
+    assert done["steps"] <= 4 and len(done["token_ids"]) == done["steps"]
+    assert generating.active == 0
+    await comm.disconnect()
+
+
+async def test_a_plain_stop_ends_the_run_as_stopped():
+    """A script's bare stop: `done` says stopped (it used to run on to eos, or never come)."""
     comm = await connect()
     await comm.send_json_to(LONG)
     await until(comm, is_step(3))
@@ -52,9 +73,8 @@ async def test_stop_at_step_3_of_a_long_run_stops_within_one_step():
     seen = await rest_of_run(comm)
     steps = [m["step"] for m in seen if m["type"] == "step"]
     done = next(m for m in seen if m["type"] == "done")
-    assert done["stop_reason"] == "stopped", done["stop_reason"]
-    assert len(steps) <= 1 and done["steps"] <= 4, steps
-    assert generating.active == 0
+    assert done["stop_reason"] == "stopped" and done["steps"] == (steps or [3])[-1]
+    assert seen.index(done) > max((i for i, m in enumerate(seen) if m["type"] == "step"), default=-1)
     await comm.disconnect()
 
 
@@ -120,4 +140,39 @@ async def test_resume_and_step_on_a_finished_run_get_named_errors():
         error = await comm.receive_json_from(timeout=5)
         assert (error["type"], error["code"]) == ("error", "finished"), error
     assert generating.active == 0
+    await comm.disconnect()
+
+
+async def test_a_non_finite_number_becomes_a_named_error_not_a_frame(monkeypatch):
+    """Strict JSON out: a NaN in a payload (forced here) is a `non_finite` error in its place, and the run goes on."""
+    from inference.engine import GenerationSession
+
+    real_step = GenerationSession.step
+
+    def step_with_nan(session, *args, **kwargs):
+        payload = real_step(session, *args, **kwargs)
+        if payload["step"] == 2:
+            payload["timing"]["forward_ms"] = float("nan")
+        return payload
+
+    monkeypatch.setattr(GenerationSession, "step", step_with_nan)
+    comm = await connect()
+    await comm.send_json_to({**LONG, "params": {**LONG["params"], "max_new_tokens": 3}})
+    raw = []
+    while not raw or '"finished"' not in raw[-1]:
+        raw.append(await comm.receive_from(timeout=30))
+    seen = [json.loads(text, parse_constant=refuse) for text in raw]  # no bare NaN/Infinity token anywhere
+    errors = [m for m in seen if m["type"] == "error"]
+    assert [(e["code"], e["field"]) for e in errors] == [("non_finite", "type")] and "step" in errors[0]["message"]
+    assert [m["step"] for m in seen if m["type"] == "step"] == [1, 3]
+    assert next(m for m in seen if m["type"] == "done")["steps"] == 3
+    await comm.disconnect()
+
+
+async def test_a_tiny_repetition_penalty_is_refused_with_its_range():
+    comm = await connect()
+    await comm.send_json_to({**LONG, "params": {"repetition_penalty": 1e-39}})
+    error = await comm.receive_json_from(timeout=30)
+    assert (error["code"], error["field"]) == ("out_of_range", "repetition_penalty")
+    assert "[0.01, 10]" in error["message"]
     await comm.disconnect()
