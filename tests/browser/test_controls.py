@@ -69,10 +69,26 @@ def test_enter_runs_shift_enter_is_a_newline_and_ctrl_enter_runs(page, site_url)
     assert not page.errors, page.errors
 
 
+def click_stop_when_step_3_is_shown(page) -> None:
+    """Press Stop the moment the status line shows step 3 (Playwright's own click lands steps later)."""
+    page.evaluate("""() => {
+        const banner = document.querySelector("#status-banner");
+        new MutationObserver((_, observer) => {
+            if (/Generating… step 3$/.test(banner.textContent)) { observer.disconnect(); document.querySelector("#btn-stop").click(); }
+        }).observe(banner, {childList: true, characterData: true, subtree: true});
+    }""")
+
+
 def test_stop_at_step_3_then_play_again(page, site_url):
     box = open_article(page, site_url)
+    click_stop_when_step_3_is_shown(page)
     record_steps_at_stop_click(page)
     box.press("Enter")
+    reason, steps = finished(page)
+    assert page.evaluate("window.__shownAtStop").endswith("step 3")
+    assert reason == "stopped" and steps <= 4, (reason, steps)
+    assert buttons(page) == {"play": True, "pause": False, "resume": False, "step": True, "stop": False}
+    page.locator("#btn-play").click()  # Play works again; this time Playwright clicks Stop
     wait_for_step(page, 3)
     state = buttons(page)
     if "Generating" in page.locator(BANNER).inner_text():
@@ -81,8 +97,8 @@ def test_stop_at_step_3_then_play_again(page, site_url):
     shown = int(STEP_TEXT.search(page.evaluate("window.__shownAtStop")).group(1))
     reason, steps = finished(page)
     assert reason == "stopped" and shown >= 3 and steps <= shown + 1, (reason, shown, steps)
-    assert buttons(page) == {"play": True, "pause": False, "resume": False, "step": True, "stop": False}
-    page.locator("#btn-play").click()  # Play works again
+    print(f"\nStop clicked by Playwright with step {shown} shown; the run ended after {steps} steps")
+    page.locator("#btn-play").click()
     expect(page.locator(BANNER)).not_to_have_text(FINISHED, timeout=10_000)
     wait_for_step(page, 1)
     page.keyboard.press("Escape")  # Escape stops a running run
