@@ -7,12 +7,12 @@ workshop host). The host's socket lives in explainer/host.py.
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 from django.conf import settings
 
-from explainer.protocol import parse_frame
+from explainer.protocol import StrictJson, parse_frame
 from explainer.services import limits, runs, workshop
 from explainer.services.sessions import refusal
 
 
-class SessionConsumer(AsyncJsonWebsocketConsumer):
+class SessionConsumer(StrictJson, AsyncJsonWebsocketConsumer):
     """One generation session per socket (docs/protocol.md)."""
 
     follows_workshop = True
@@ -32,7 +32,7 @@ class SessionConsumer(AsyncJsonWebsocketConsumer):
         await self.send_frame({"type": "status", "state": "ready", "message": ""})
 
     async def send_frame(self, message: dict) -> None:
-        """Every server → client message goes through here (the outbound window counts it)."""
+        """Every server → client message goes through here (the outbound window counts it; strict JSON)."""
         await self.send_json(message)
 
     async def disconnect(self, code):
@@ -58,8 +58,8 @@ class SessionConsumer(AsyncJsonWebsocketConsumer):
                 if kind == "start":
                     await self.follower.go_own_way()
                 await getattr(self.run, kind)(message)
-        except Exception as exc:
-            await self.send_frame(refusal(exc))
+        except Exception as exc:  # answered in order: after the step in flight or asked for, if any
+            await self.run.reply(refusal(exc))
             if self.guard.should_close:  # kept flooding past the rate limit
                 await self.close(code=limits.REFUSED_CLOSE_CODE)
 

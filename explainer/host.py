@@ -21,7 +21,7 @@ from django.core.cache import cache
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_http_methods
 
-from explainer.protocol import parse_frame, prompt_fields
+from explainer.protocol import StrictJson, encode_frame, json_object, parse_frame, prompt_fields
 from explainer.services import host_stats, limits, runs, workshop_policy
 from explainer.services.sessions import refusal
 from explainer.services.workshop import GROUP
@@ -116,7 +116,7 @@ class Broadcast:
 
 # ---- the host's socket -----------------------------------------------------------------------------------
 
-class HostConsumer(AsyncJsonWebsocketConsumer):
+class HostConsumer(StrictJson, AsyncJsonWebsocketConsumer):
     """/ws/host/: stats every second; broadcast, pause/resume/step/stop, pin, limits."""
 
     async def connect(self):
@@ -186,6 +186,7 @@ class HostConsumer(AsyncJsonWebsocketConsumer):
                 self.broadcast.summary["state"] = "busy"
                 await self._publish(replaces=self.broadcast.id)
             return
+        frame = json_object(encode_frame(frame))  # a non-finite number: the room gets the named error instead
         seq = self.broadcast.keep(frame)
         await self.channel_layer.group_send(GROUP, {"type": "workshop.frame", "broadcast": self.broadcast.id,
                                                     "seq": seq, "frame": frame})

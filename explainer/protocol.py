@@ -21,6 +21,25 @@ class ProtocolError(ValueError):
         return {"type": "error", "code": self.code, "message": self.message, "field": self.field}
 
 
+def encode_frame(message: dict) -> str:
+    """Strict JSON out (allow_nan=False): a non-finite number becomes a `non_finite` error, never a frame
+    with a bare NaN that a browser's JSON.parse refuses."""
+    try:
+        return json.dumps(message, allow_nan=False)
+    except ValueError:
+        kind = message.get("type") if isinstance(message, dict) else None
+        return json.dumps(ProtocolError("non_finite", f"the server computed a number that is not finite (NaN or "
+                                        f"infinity) in a {kind!s:.40} message; it was not sent", "type").as_message())
+
+
+class StrictJson:
+    """Mixin for Channels' JSON consumers: every frame they send is encoded by encode_frame."""
+
+    @classmethod
+    async def encode_json(cls, content):
+        return encode_frame(content)
+
+
 def parse_frame(text: str | None, binary: bytes | None, max_bytes: int, types: tuple[str, ...] = CLIENT_TYPES) -> dict:
     """Decode one WebSocket frame into a client message whose type is one of `types`."""
     if binary is not None:

@@ -136,6 +136,16 @@ class GenerationSession:
     def stop(self) -> None:
         self.finished = self.finished or "stopped"
 
+    def truncate(self, steps: int) -> None:
+        """Stop after step ``steps``: forget later steps (sent before a client's stop was read) and their cache."""
+        if not 0 <= steps < self.step_index:
+            return
+        self.ids = self.ids[: self.prompt_length + steps]
+        self._truncate_cache(self.prompt_length + max(steps - 1, 0))  # step k's own token is fed by step k+1
+        self.step_index, self.finished = steps, "stopped"
+        self.emitted_text = self._decoded_text()
+        self.kept.drop_from(steps + 1)
+
     def fork(self, step: int, token_id: int) -> dict:
         """Go back to step ``step`` and continue with ``token_id`` instead of the sampled token."""
         if not isinstance(step, int) or not 1 <= step <= self.step_index:

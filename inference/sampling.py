@@ -22,6 +22,7 @@ from transformers import (
 STAGE_TOP_N = 10  # candidates recorded after each stage
 MAX_SEED = 2**63 - 1
 MIN_TEMPERATURE = 0.01  # below it (but above 0) float32 logits / T overflow to inf and sampling breaks
+MIN_REPETITION_PENALTY = 0.01  # logits / 1e-39 overflow to inf and every probability becomes NaN
 FLOAT_FIELDS = ("temperature", "top_p", "min_p", "repetition_penalty", "presence_penalty", "frequency_penalty")
 
 
@@ -39,7 +40,7 @@ class SamplingParams:
     top_k: int = 0  # >= 0; 0 = off
     top_p: float = 1.0  # (0, 1]
     min_p: float = 0.0  # [0, 1]
-    repetition_penalty: float = 1.0  # (0, 10]; 1 = off (HF: divides positive logits of seen tokens)
+    repetition_penalty: float = 1.0  # [0.01, 10]; 1 = off (HF: divides positive logits of seen tokens)
     presence_penalty: float = 0.0  # [-2, 2] (OpenAI)
     frequency_penalty: float = 0.0  # [-2, 2] (OpenAI)
     max_new_tokens: int = 64  # >= 1
@@ -72,7 +73,7 @@ class SamplingParams:
         _integer("top_k", self.top_k, 0, None)
         _number("top_p", self.top_p, 0.0, 1.0, low_open=True)
         _number("min_p", self.min_p, 0.0, 1.0)
-        _number("repetition_penalty", self.repetition_penalty, 0.0, 10.0, low_open=True)
+        _number("repetition_penalty", self.repetition_penalty, MIN_REPETITION_PENALTY, 10.0)
         _number("presence_penalty", self.presence_penalty, -2.0, 2.0)
         _number("frequency_penalty", self.frequency_penalty, -2.0, 2.0)
         _integer("max_new_tokens", self.max_new_tokens, 1, max_new_tokens_cap)

@@ -41,6 +41,10 @@ class RemoteRun:
     async def start(self, message: dict) -> None:
         self._queue(message)
 
+    async def reply(self, message: dict) -> None:
+        """A refusal made by the socket itself (the worker orders its own replies)."""
+        await self.send(message)
+
     def __getattr__(self, verb: str):
         """pause, resume, step, stop, fork, detail, retemper, measure, ack: forwarded as they are."""
         if verb.startswith("_"):

@@ -12,6 +12,7 @@ from explainer.protocol import DETAIL_WHATS, MEASURES, ProtocolError, choice, in
 from explainer.services import checks, limits, measurements, model_registry, workshop_policy
 from explainer.services.capacity import generating
 from explainer.services.executors import queue_depth, run_on
+from explainer.services.run_state import FINISHED, HELD, PAUSED, RUNNING, STOPPING, RunControl, status
 from inference.engine import GenerationSession, SessionError
 from inference.kept import NotKept
 from inference.loading import ModelNotAvailable
@@ -24,7 +25,7 @@ log = logging.getLogger(__name__)
 ENGINE_ERRORS = (ParamError, PromptError, DetailError, SessionError, NotKept)
 OUT_OF_MEMORY = (MemoryError, torch.OutOfMemoryError)
 MAX_ACK = 2**53  # the largest integer a browser's JSON numbers hold exactly
-READER_PAUSED = {"type": "status", "state": "paused", "message": "waiting for the client to read (ack)"}
+READER_PAUSED = status(HELD)
 _live: weakref.WeakSet = weakref.WeakSet()  # runs whose GenerationSession is open
 
 
@@ -56,14 +57,20 @@ def refusal(exc: Exception) -> dict:
 
 
 class VisitorRun:
-    """The state of one socket: at most one generation session, its stepping task and its controls."""
+    """One socket's run: its session, the driver task that steps it, and its control state (run_state.py).
+
+    Verbs change the state and return at once; only the driver calls the model for the prefill and the
+    steps, so a `stop` or an `ack` is read while a step computes. A verb's reply that arrives while model
+    work is in flight is sent after that work's frame, so the client sees the frames in the state's order.
+    """
 
     def __init__(self, send):
         self.deliver = send  # async callable taking one message dict
         self.window = limits.OutboundWindow(settings.EXPLAINER_OUTBOUND_WINDOW, settings.EXPLAINER_UNACKED_MAX)
         self.session: GenerationSession | None = None
         self.task: asyncio.Task | None = None
-        self.running = asyncio.Event()  # set = keep stepping, clear = paused
+        self.control = RunControl()
+        self.deferred: list[dict] = []  # replies waiting behind the frame in flight
         self.holds_slot = False
         self.device = "cpu"
 
@@ -72,29 +79,45 @@ class VisitorRun:
         self.window.count_sent()
         await self.deliver(message)
 
+    async def reply(self, message: dict) -> None:
+        """A verb's answer (or a refusal): now, or right after the step in flight or asked for."""
+        if self.control.computing or self.control.step_asked:
+            self.deferred.append(message)
+        else:
+            await self.send(message)
+
+    async def _flush(self) -> None:
+        while self.deferred:
+            await self.send(self.deferred.pop(0))
+
+    # ---- start and the driver -------------------------------------------------------------------
     async def start(self, message: dict) -> None:
         fields = prompt_fields(message)
         await self.end()
         fields, slots = await workshop_policy.apply_to_start(fields)  # the workshop host's pins and limits
-        if not generating.try_acquire(slots):
-            await self.send({"type": "busy", "reason": f"{min(slots, generating.limit)} visitors are generating already",
-                             "retry_after_s": 5})
-            return
-        self.holds_slot = True
-        try:
-            await self._open(fields)
-        except Exception as exc:  # a refused prompt or a model failure ends this run only
-            await self._close_session()
-            await self._release()
-            raise _wrapped(exc) from exc
-
-    async def _open(self, fields: dict) -> None:
         # Refuse bad parameters and messages before anything waits on the model.
         params = SamplingParams.from_dict(fields["params"], max_new_tokens_cap=settings.EXPLAINER_MAX_NEW_TOKENS)
         if fields["text"] is None:  # prompt_fields made sure exactly one of the two is there
             fields["messages"] = validate_messages(fields["messages"])
         else:
             fields["text"] = validate_text(fields["text"])
+        if not generating.try_acquire(slots):
+            await self.send({"type": "busy", "reason": f"{min(slots, generating.limit)} visitors are generating already",
+                             "retry_after_s": 5})
+            return
+        self.holds_slot = True
+        self.control.begin(fields["paused"])
+        try:  # prefilling: the start's reply (session, prefill, status) comes before any later message's
+            await self._open(fields, params)
+        except Exception as exc:  # a refused prompt or a model failure ends this run only
+            self.control.reset()
+            await self._close_session()
+            await self._release()
+            raise _wrapped(exc) from exc
+        self.task = asyncio.create_task(self._drive())
+
+    async def _open(self, fields: dict, params: SamplingParams) -> None:
+        """prefilling: load, tokenize, prefill; then running or paused as asked (or stopping)."""
         if not model_registry.is_loaded():
             await self.send({"type": "status", "state": "loading", "message": "Loading the model…"})
         try:
@@ -108,48 +131,78 @@ class VisitorRun:
                                 f"{settings.EXPLAINER_MAX_PROMPT_TOKENS}", "messages")
         self.session = GenerationSession(loaded, prompt, params)
         _live.add(self)
-        await self.send(session_view(self.session))
-        await self.send(await run_on(self.device, self.session.prefill))
-        await self.send(await run_on(self.device, checks.causal_mask, self.session))
-        self.rows_before = await run_on(self.device, checks.embedding_rows, self.session)
-        self.running.clear() if fields["paused"] else self.running.set()
-        await self.send({"type": "status", "state": "paused" if fields["paused"] else "running", "message": ""})
-        self.task = asyncio.create_task(self._step_loop())
-
-    async def _step_loop(self) -> None:
-        """Step while running; between steps honour pause and stop. Ends with `done` and the checks."""
+        self.control.set_computing(True)
         try:
-            while not self.session.finished:
-                await self.running.wait()
-                if self.session.finished:
-                    break
-                if self.window.full:  # then look again: the visitor may have paused or stopped meanwhile
-                    await self._wait_for_reader()
-                    continue
-                await self.send(await run_on(self.device, self.session.step))
+            await self.send(session_view(self.session))
+            await self.send(await run_on(self.device, self.session.prefill))
+            await self.send(await run_on(self.device, checks.causal_mask, self.session))
+            self.rows_before = await run_on(self.device, checks.embedding_rows, self.session)
+        finally:
+            self.control.set_computing(False)
+        self.control.prefilled()
+        await self.send(status(self.control.after_prefill))  # the start's answer: what it asked for
+        await self._flush()  # then what pause/resume said meanwhile
+
+    async def _drive(self) -> None:
+        """Step while the state says so, and end with `done` and the checks."""
+        try:
+            while await self._next_step_allowed():
+                await self._one_step()
             await self._finish()
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # e.g. out of memory: this visitor gets an error, the server goes on
-            log.exception("run failed")
+            if not isinstance(exc, ProtocolError):
+                log.exception("run failed")
+            self.control.reset()
+            await self._flush()
             await self._close_session()  # its cache may be what filled the memory; freed before the visitor hears
             await self._release()
             await self.send(as_error(exc))
 
-    async def _wait_for_reader(self) -> None:
-        """A slow client: pause (saying so once) until its acks bring the unread messages back within the window."""
-        await self.send(READER_PAUSED)
-        await self.window.wait_for_room(lambda: self.session.finished)
-        if self.running.is_set() and not self.session.finished:
-            await self.send({"type": "status", "state": "running", "message": ""})
+    async def _next_step_allowed(self) -> bool:
+        """Wait until a step may go (running with room in the window, or a `step` asked); False to finish."""
+        control = self.control
+        while True:
+            control.changed.clear()
+            if control.state == STOPPING or self.session.finished:
+                return False
+            if control.step_asked or (control.state == RUNNING and not self.window.full):
+                return True
+            if control.state == RUNNING:  # a slow reader: hold until its acks make room
+                control.hold()
+                await self.send(status(HELD))
+                continue
+            if control.state == HELD and not self.window.full:
+                control.unhold()
+                await self.send(status(RUNNING))
+                continue
+            await control.changed.wait()
+
+    async def _one_step(self) -> None:
+        self.control.set_computing(True)
+        try:
+            payload = await run_on(self.device, self.session.step)
+        finally:
+            self.control.set_computing(False)
+        await self.send(payload)
+        self.control.step_sent()
+        await self._flush()
 
     async def _finish(self) -> None:
+        keep = self.control.keep_steps
+        if self.control.state == STOPPING:
+            if keep is not None and keep < self.session.step_index:
+                await run_on(self.device, self.session.truncate, keep)
+            self.session.stop()  # here, between steps: no step in flight can overwrite it
+        self.control.finish()
+        await self._flush()
         await self.send(done_view(self.session))
         weights_before = model_registry.initial_checksum()
         for check in await run_on(self.device, checks.after_run, self.session, self.rows_before, weights_before):
             await self.send(check)
-        await self.send({"type": "status", "state": "finished", "message": self.session.finished})
-        await self._release()
+        await self._release()  # free before the run's last word: a client may start again at once
+        await self.send(status(FINISHED, self.session.finished))
 
     async def _release(self) -> None:
         if self.holds_slot:
@@ -161,66 +214,56 @@ class VisitorRun:
             raise ProtocolError("no_run", "start a run first")
         return self.session
 
-    def _require_unfinished(self) -> GenerationSession:
-        session = self._require_session()
-        if session.finished:
-            raise ProtocolError("finished", f"the run has finished ({session.finished}); fork or start again")
-        return session
-
+    # ---- the control verbs: transitions of self.control --------------------------------------------
     async def pause(self, _message: dict) -> None:
-        self._require_unfinished()
-        self.running.clear()
-        await self.send({"type": "status", "state": "paused", "message": ""})
+        await self.reply(self.control.pause())
 
     async def resume(self, _message: dict) -> None:
-        self._require_unfinished()  # a finished run has nothing to resume: no `running` that never ends
-        self.running.set()
-        await self.send({"type": "status", "state": "running", "message": ""})
+        """A finished run has nothing to resume: a named error, never a `running` that never ends."""
+        await self.reply(self.control.resume())
 
     async def step(self, _message: dict) -> None:
         """One step while paused (a step while running is refused: it is already stepping)."""
-        session = self._require_unfinished()
-        if self.running.is_set():
-            raise ProtocolError("invalid_state", "the run is not paused; send pause first")
-        if await self._busy():
+        if self.control.state == PAUSED and not self.control.step_asked and await self._busy():
             return
-        payload = await run_on(self.device, session.step)
-        await self.send(payload)
-        if session.finished:
-            await self._wait_for_loop()
+        self.control.step()
 
-    async def stop(self, _message: dict) -> None:
-        session = self._require_unfinished()
-        session.stop()
-        self.running.set()  # wake a paused loop so it reaches done
-        self.window.wake()
-        await self._wait_for_loop()
+    async def stop(self, message: dict) -> None:
+        """Answered by `done` (stop_reason "stopped") once the step in flight, if any, is out.
 
-    async def _wait_for_loop(self) -> None:
-        self.running.set()
-        if self.task:
-            await asyncio.shield(self.task)
+        An optional `step` (the last step the client has) cuts the run at that step plus one."""
+        self.control.stop(integer(message, "step", 0, MAX_ACK, required=False))
 
     async def fork(self, message: dict) -> None:
+        """Force a token at a step; the run continues paused from there (a finished run too)."""
         session = self._require_session()
         step = integer(message, "step", 1, session.step_index)
         token = integer(message, "token_id", 0, session.description.vocab_size - 1)
         if await self._busy():
             return
-        self.running.clear()  # a fork continues paused: the visitor resumes or steps
-        payload = await run_on(self.device, session.fork, step, token)
+        self.control.check_fork()
+        restart = self.task is None or self.task.done()
+        if restart and not self.holds_slot and not generating.try_acquire():
+            await self.send({"type": "busy", "reason": "no free generation slot to continue the fork", "retry_after_s": 5})
+            return
+        self.control.fork()  # paused from here: the driver starts no new step
+        self.holds_slot = True
+        await self.control.quiet.wait()  # the step already in flight (at most one) goes out first
+        self.control.set_computing(True)
+        try:
+            payload = await run_on(self.device, session.fork, step, token)
+        finally:
+            self.control.set_computing(False)
         await self.send(payload)
-        if self.task is None or self.task.done():
-            if not self.holds_slot and not generating.try_acquire():
-                await self.send({"type": "busy", "reason": "no free generation slot to continue the fork", "retry_after_s": 5})
-                return
-            self.holds_slot = True
-            self.task = asyncio.create_task(self._step_loop())
-        await self.send({"type": "status", "state": "paused", "message": "forked: resume or step"})
+        await self._flush()
+        if restart:
+            self.task = asyncio.create_task(self._drive())
+        await self.send(status(PAUSED, "forked: resume or step"))
 
     async def ack(self, message: dict) -> None:
         """The client has read `received` server messages on this socket; no reply (docs/protocol.md)."""
         self.window.ack(integer(message, "received", 0, MAX_ACK))
+        self.control.wake()  # a held run looks at the window again
 
     async def _busy(self, device: str | None = None) -> bool:
         """Refuse a request for a payload with `busy` while the client is behind on reading, or (given a
@@ -262,18 +305,16 @@ class VisitorRun:
         await self.send(await run_on(device, measurements.measure, what, message, self.session))
 
     async def end(self) -> None:
-        """Cancel the stepping task and free the session's memory (on a new start or a disconnect)."""
+        """Cancel the driver and free the session's memory (on a new start or a disconnect): nothing more is sent."""
         try:
+            self.control.reset()
             if self.task and not self.task.done():
-                if self.session:
-                    self.session.stop()
-                self.running.set()
-                self.window.wake()
                 self.task.cancel()
                 try:
                     await self.task
                 except (asyncio.CancelledError, Exception):
                     pass
+            await self._flush()  # answers to requests made before the end (a socket that closed ignores them)
             await self._close_session()
         finally:  # Daphne cancels a closing socket that takes too long: the slot must come back even then
             await self._release()
@@ -283,6 +324,7 @@ class VisitorRun:
             session, self.session = self.session, None
             _live.discard(self)
             await run_on(self.device, session.close)
+
 
 
 def _wrapped(exc: Exception) -> ProtocolError:

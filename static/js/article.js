@@ -6,7 +6,7 @@ import { SessionClient } from "./client.js";
 import { RunRecorder } from "./save-run.js";
 import { WorkshopFollow } from "./workshop-follow.js";
 import { ExamplePicker, Replay, ReplayBar, fetchJson } from "./replay.js";
-import { addMessage, bindRanges, fillPromptForm, readMessages, readParams } from "./prompt-form.js";
+import { addMessage, bindRanges, bindRunKeys, fillPromptForm, readMessages, readParams } from "./prompt-form.js";
 import { SECTIONS } from "./embed-driver.js";
 
 const ELEMENTS = SECTIONS.map((section) => `he-${section}`);
@@ -24,6 +24,8 @@ let connection = { state: "closed", retryAt: null };
 let mode = "none";        // what the diagrams show: "example" or "recording" (stepped with the replay bar), or "live"
 let replayBar = null;
 let examples = null;      // the shipped examples' picker (the article page only)
+let stopping = false;     // Stop was pressed and the run's `done` has not come yet
+let stepAsked = false;    // Step was pressed and its step has not come yet
 
 // ---- diagrams -------------------------------------------------------------------------------
 
@@ -50,12 +52,26 @@ function loadElements() {
 
 // ---- run controls ---------------------------------------------------------------------------
 
+/** What the run is doing, as the server last said: idle, loading, running, paused, held, stopping. */
 function runPhase() {
   if (mode === "example" || mode === "recording") return "idle"; // a recording mid-way is not a run going on
-  const s = state.status?.state;
-  if (s === "running" || s === "paused" || s === "loading") return s;
-  if (state.prefill && !state.done && s !== "finished") return "running";
+  if (state.done) return "idle"; // `done` is the run's last word (a fork clears it)
+  if (stopping) return "stopping";
+  const s = state.status?.run_state || state.status?.state;
+  if (s === "running" || s === "paused" || s === "held" || s === "loading") return s;
+  if (s === "prefilling") return "loading";
+  if (state.prefill && s !== "finished") return "running";
   return "idle";
+}
+
+const LIVE = new Set(["running", "paused", "held"]);
+
+/** Stop, naming the last step drawn: the server keeps at most the one it is computing. */
+function stopRun() {
+  if (!LIVE.has(runPhase()) || workshop.following) return;
+  stopping = true;
+  client.send({ type: "stop", step: state.steps.length });
+  renderChrome();
 }
 
 function start(paused = false) {
@@ -70,28 +86,33 @@ function start(paused = false) {
 }
 
 function bindButtons() {
-  // #btn-play is the form's submit button: clicks and Enter in a field both arrive as "submit".
+  // #btn-play is the form's submit button: clicks and Enter in a parameter box both arrive as "submit".
   $("#btn-pause").addEventListener("click", () => client.send({ type: "pause" }));
   $("#btn-resume").addEventListener("click", () => client.send({ type: "resume" }));
-  $("#btn-stop").addEventListener("click", () => client.send({ type: "stop" }));
+  $("#btn-stop").addEventListener("click", stopRun);
   $("#btn-step").addEventListener("click", () => {
-    if (runPhase() === "paused") client.send({ type: "step" });
+    if (runPhase() === "paused") { stepAsked = true; client.send({ type: "step" }); renderChrome(); }
     else start(true); // from idle: start paused on the prefill, then step by step
   });
   $("#add-message").addEventListener("click", () => addMessage("user", "", updateButtons).querySelector("textarea").focus());
-  $("#run-form").addEventListener("submit", (e) => { e.preventDefault(); start(false); });
+  $("#run-form").addEventListener("submit", (e) => { e.preventDefault(); if (!$("#btn-play").disabled) start(false); });
+  bindRunKeys($("#run-form"), () => $("#run-form").requestSubmit());
+  document.addEventListener("keydown", (e) => {
+    if (e.key === "Escape" && LIVE.has(runPhase())) { e.preventDefault(); stopRun(); }
+  });
 }
 
+/** Each button is enabled exactly when the server accepts its message in the run's state. */
 function updateButtons() {
   const phase = runPhase();
   const online = connection.state === "open";
+  const driven = online && !workshop.following; // the host drives a followed run
   $("#btn-play").disabled = !online || !document.querySelector("#messages .message");
-  $("#btn-play").textContent = phase === "running" || phase === "paused" ? "Restart" : "Play";
-  $("#btn-pause").disabled = !online || phase !== "running";
-  $("#btn-resume").disabled = !online || phase !== "paused";
-  $("#btn-step").disabled = !online || phase === "running" || phase === "loading";
-  $("#btn-stop").disabled = !online || (phase !== "running" && phase !== "paused");
-  if (workshop.following) for (const id of ["#btn-pause", "#btn-resume", "#btn-step", "#btn-stop"]) $(id).disabled = true; // the host drives
+  $("#btn-play").textContent = LIVE.has(phase) || phase === "stopping" ? "Restart" : "Play";
+  $("#btn-pause").disabled = !driven || (phase !== "running" && phase !== "held");
+  $("#btn-resume").disabled = !driven || phase !== "paused";
+  $("#btn-step").disabled = !driven || (phase !== "paused" && phase !== "idle") || stepAsked;
+  $("#btn-stop").disabled = !driven || !LIVE.has(phase);
 }
 
 // ---- banner and reply -----------------------------------------------------------------------
@@ -112,8 +133,11 @@ function bannerText() {
   const n = state.steps.length;
   if (st === "loading") return { kind: "info", text: "Loading the model…" };
   if (mode === "example") return { kind: "info", text: "Showing a recorded example. Press play to run the model on your prompt." };
-  if (st === "running") return { kind: "info", text: n && state.prefill ? `Generating… step ${n}` : "Reading the prompt…" };
-  if (st === "paused") return { kind: "info", text: n ? `Paused after step ${n}.` : "Paused after the prefill. Press step." };
+  const phase = runPhase();
+  if (phase === "stopping") return { kind: "info", text: `Stopping after step ${n}…` };
+  if (phase === "held") return { kind: "info", text: `Waiting for this page to catch up (ack) after step ${n}.` };
+  if (phase === "running") return { kind: "info", text: n && state.prefill ? `Generating… step ${n}` : "Reading the prompt…" };
+  if (phase === "paused") return { kind: "info", text: n ? `Paused after step ${n}.` : "Paused after the prefill. Press step." };
   if (state.done) {
     const t = state.done.timing || {};
     const rate = t.tokens_per_s != null ? `, ${t.tokens_per_s.toFixed(1)} tokens/s` : "";
@@ -150,6 +174,8 @@ function onMessage(msg) {
   } else if (banner?.kind === "error" && Date.now() - banner.at > 6000) {
     banner = null; // an old refusal should not hide a run that carries on
   }
+  if (msg.type === "session" || msg.type === "done" || (msg.type === "error" && stopping)) stopping = false;
+  if (msg.type === "step" || msg.type === "error" || msg.type === "busy" || msg.type === "done" || msg.type === "session") stepAsked = false;
   state.apply(msg);
   recorder?.record(msg, workshop.following ? workshop.request : lastStart);
   recorder?.update(Boolean(state.done) && state.status?.state === "finished");  // after the closing checks

@@ -122,8 +122,11 @@ export class SessionClient extends EventTarget {
 
   #dispatch(text) {
     let msg;
-    try { msg = JSON.parse(text); } catch { return; }
-    if (!msg || typeof msg !== "object" || typeof msg.type !== "string") return;
+    try { msg = JSON.parse(text); } catch { msg = null; }
+    if (!msg || typeof msg !== "object" || typeof msg.type !== "string") {
+      // Never dropped in silence: the page shows that a frame could not be read.
+      msg = { type: "error", code: "bad_frame", field: null, message: `a server message could not be read: ${text.slice(0, 80)}` };
+    }
     this.dispatchEvent(new CustomEvent("message", { detail: msg }));
     if (msg.type !== "message" && msg.type !== "state") this.dispatchEvent(new CustomEvent(msg.type, { detail: msg }));
   }

@@ -57,3 +57,16 @@ export function fillPromptForm(messages, params, onChange) {
     if (params[name] != null && !input.disabled) input.value = String(params[name]); // pinned by a workshop host
   }
 }
+
+/** Enter in a message runs (Shift+Enter: a newline); Ctrl/Cmd+Enter runs from any field of the form.
+ *  Enter in a parameter box runs too (the form's implicit submission), so every field agrees. */
+export function bindRunKeys(form, run) {
+  form.addEventListener("keydown", (e) => {
+    if (e.key !== "Enter" || e.isComposing || e.altKey) return; // an IME's Enter confirms the composition
+    const inMessage = e.target instanceof HTMLTextAreaElement;
+    const withModifier = e.ctrlKey || e.metaKey;
+    if (!withModifier && (!inMessage || e.shiftKey)) return; // Shift+Enter: newline; inputs submit by themselves
+    e.preventDefault();
+    run();
+  });
+}

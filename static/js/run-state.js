@@ -24,7 +24,8 @@ export class RunState {
       case "session": Object.assign(this, new RunState(), { session: msg, serving: this.serving }); break;
       case "prefill": this.prefill = msg; this.steps = []; this.done = null; break;
       case "step": this.steps.length = msg.step - 1; this.steps.push(msg); this.done = null; break;
-      case "done": this.done = msg; break;
+      // A stop cuts the run at the client's last step + 1: steps already on their way are not part of it.
+      case "done": this.done = msg; this.steps.length = Math.min(this.steps.length, msg.steps); break;
       case "detail": this.details[detailKey(msg)] = msg; break;
       case "retemper": this.retempers[msg.step] = msg; break;
       case "check": this.checks[msg.name] = msg; break;

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from explainer.protocol import CLIENT_TYPES, DETAIL_WHATS, MAX_DEPTH, MEASURES, nesting_depth
 from explainer.services.sessions import MAX_ACK
-from inference.sampling import MAX_SEED, MIN_TEMPERATURE
+from inference.sampling import MAX_SEED, MIN_REPETITION_PENALTY, MIN_TEMPERATURE
 
 MAX_NEW_TOKENS = 8  # the server's cap in the fuzz test: a valid start the fuzzer stumbles on finishes quickly
 FRAME_BYTES = 64 * 1024
@@ -120,7 +120,7 @@ NO_RUN_FRAMES = frames(VERB_MESSAGES, _without_a_run)
 
 
 # ---- starts: broken on purpose, anything at all, and valid ----------------------------------------------
-_RANGES = {"temperature": (0, 2), "top_p": (0, 1), "min_p": (0, 1), "repetition_penalty": (0, 10),
+_RANGES = {"temperature": (0, 2), "top_p": (0, 1), "min_p": (0, 1), "repetition_penalty": (MIN_REPETITION_PENALTY, 10),
            "presence_penalty": (-2, 2), "frequency_penalty": (-2, 2), "top_k": (0, None),
            "max_new_tokens": (1, MAX_NEW_TOKENS), "seed": (0, MAX_SEED)}
 _INTEGER_PARAMS = ("top_k", "max_new_tokens", "seed")
@@ -134,7 +134,7 @@ def _outside(name: str) -> st.SearchStrategy:
         below = st.integers(max_value=low - 1) | st.floats(**_FINITE) | HUGE_INTS.filter(lambda n: n < low)
         above = st.nothing() if high is None else st.integers(min_value=high + 1) | HUGE_INTS.filter(lambda n: n > high)
     else:
-        below = st.floats(max_value=low, exclude_max=name not in ("top_p", "repetition_penalty"), **_FINITE)
+        below = st.floats(max_value=low, exclude_max=name != "top_p", **_FINITE)
         above = st.integers(min_value=high + 1) | HUGE_INTS.filter(lambda n: n > high)
         above = above | st.floats(min_value=high, exclude_min=True, **_FINITE)
     wrong = st.one_of(st.none(), st.booleans(), UNICODE, st.lists(SCALARS, max_size=3), st.dictionaries(UNICODE, SCALARS, max_size=2))
@@ -178,7 +178,7 @@ ANY_STARTS = st.builds(
 )
 IN_RANGE = {  # ints where floats are expected too: JSON's 2 is an int
     "temperature": st.integers(0, 2) | st.floats(MIN_TEMPERATURE, 2), "top_p": st.floats(0, 1, exclude_min=True),
-    "min_p": st.integers(0, 1) | st.floats(0, 1), "repetition_penalty": st.integers(1, 10) | st.floats(0, 10, exclude_min=True),
+    "min_p": st.integers(0, 1) | st.floats(0, 1), "repetition_penalty": st.integers(1, 10) | st.floats(MIN_REPETITION_PENALTY, 10),
     "presence_penalty": st.integers(-2, 2) | st.floats(-2, 2), "frequency_penalty": st.integers(-2, 2) | st.floats(-2, 2),
     "top_k": st.integers(0, 10**6), "max_new_tokens": st.integers(1, 3), "seed": st.integers(0, MAX_SEED),
     "stop": st.lists(VALID_TEXT.filter(lambda t: 1 <= len(t) <= 64), max_size=4),

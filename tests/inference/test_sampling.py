@@ -80,7 +80,8 @@ def test_greedy_takes_argmax_and_rolls_no_dice():
     ("temperature", 2.5, "out_of_range"), ("temperature", -0.1, "out_of_range"), ("temperature", "hot", "wrong_type"),
     ("temperature", float("nan"), "out_of_range"), ("top_p", 0.0, "out_of_range"), ("top_p", 1.5, "out_of_range"),
     ("top_k", -1, "out_of_range"), ("top_k", 2.5, "wrong_type"), ("min_p", 1.1, "out_of_range"),
-    ("repetition_penalty", 0.0, "out_of_range"), ("presence_penalty", 3.0, "out_of_range"),
+    ("repetition_penalty", 0.0, "out_of_range"), ("repetition_penalty", 1e-39, "out_of_range"),
+    ("repetition_penalty", 0.0099, "out_of_range"), ("presence_penalty", 3.0, "out_of_range"),
     ("frequency_penalty", -2.5, "out_of_range"), ("max_new_tokens", 0, "out_of_range"),
     ("seed", 1.5, "wrong_type"), ("seed", True, "wrong_type"), ("bogus", 1, "unknown_param"),
 ])
@@ -94,3 +95,27 @@ def test_bad_params_name_field_and_range(field, value, code):
 def test_max_new_tokens_cap():
     with pytest.raises(ParamError, match=r"max_new_tokens: must be \[1, 100\]"):
         SamplingParams.from_dict({"max_new_tokens": 101}, max_new_tokens_cap=100)
+
+
+def test_the_repetition_penalty_message_names_the_field_and_range():
+    with pytest.raises(ParamError, match=r"repetition_penalty: must be in \[0\.01, 10\], got 1e-39"):
+        SamplingParams.from_dict({"repetition_penalty": 1e-39})
+
+
+@pytest.mark.parametrize("extreme", [
+    dict(repetition_penalty=0.01, temperature=0.01, top_p=5e-324, presence_penalty=-2.0, frequency_penalty=-2.0),
+    dict(repetition_penalty=10.0, temperature=2.0, min_p=1.0, presence_penalty=2.0, frequency_penalty=2.0),
+    dict(repetition_penalty=0.01, temperature=2.0, top_k=1, min_p=0.0),
+])
+def test_every_number_stays_finite_at_the_edges_of_the_ranges(stories, extreme):
+    """The ranges are chosen so no allowed combination yields NaN or infinity (strict JSON encodes)."""
+    import json
+
+    from inference.engine import GenerationSession
+    from inference.prompting import build_prompt
+
+    prompt = build_prompt(stories.tokenizer, text="<t403> <t407> <t403> <t403>")
+    session = GenerationSession(stories, prompt, SamplingParams.from_dict({**extreme, "max_new_tokens": 4}))
+    payloads = [session.prefill()] + [session.step() for _ in range(4)]
+    for payload in payloads:
+        json.dumps(payload, allow_nan=False)  # raises on NaN or infinity anywhere

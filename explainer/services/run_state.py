@@ -1,0 +1,149 @@
+"""A run's control plane: one explicit state, and every client verb a transition (docs/protocol.md, "Run states").
+
+The state lives here and nowhere else. Verbs only change it and never wait for model work, so the
+socket's consumer stays free to read the next frame (a `stop`, an `ack`) while a step computes; the run's
+driver (explainer/services/sessions.py) does the model work and reads the state between steps.
+
+    idle ──start──▶ prefilling ──▶ running ◀──resume── paused
+                        │            │  ▲ ──pause──▶   │  ▲ step (one step, stays paused)
+                        │            ▼  │ ack         │  │
+                        │           held (window full) ┘ (pause)
+                        └── stop, from any of these ──▶ stopping ──(≤1 step in flight)──▶ finished
+    finished ──fork──▶ paused;  start (any state) ──▶ prefilling of a new run;  disconnect ──▶ idle
+"""
+from __future__ import annotations
+
+import asyncio
+
+from explainer.protocol import ProtocolError
+
+IDLE, PREFILLING, RUNNING, PAUSED, HELD, STOPPING, FINISHED = (
+    "idle", "prefilling", "running", "paused", "held", "stopping", "finished")
+LIVE = (PREFILLING, RUNNING, PAUSED, HELD)  # a stop is accepted from each of these
+READER_MESSAGE = "waiting for the client to read (ack)"
+
+
+def status(state: str, message: str = "") -> dict:
+    """The `status` message for a run state (held reads as paused on the wire, with why, as it always has)."""
+    if state == HELD:
+        return {"type": "status", "state": "paused", "message": message or READER_MESSAGE, "run_state": HELD}
+    return {"type": "status", "state": state, "message": message, "run_state": state}
+
+
+class RunControl:
+    """The state of one run, its pending `step`, and whether model work is in flight."""
+
+    def __init__(self):
+        self.state = IDLE
+        self.after_prefill = RUNNING  # what the prefill turns into (a pause while prefilling changes it)
+        self.step_asked = False  # a `step` accepted and not yet sent
+        self.keep_steps: int | None = None  # a stop's limit: the client's last step + the one computing
+        self.computing = False  # the prefill or a step is in flight: verbs' replies wait behind it
+        self.changed = asyncio.Event()  # the driver looks again when set
+        self.quiet = asyncio.Event()  # set whenever nothing is in flight and no step is asked for
+        self.quiet.set()
+
+    # ---- what the driver does ---------------------------------------------------------------
+    def begin(self, paused: bool) -> None:
+        self.state, self.after_prefill, self.step_asked = PREFILLING, PAUSED if paused else RUNNING, False
+        self.keep_steps = None
+        self.wake()
+
+    def prefilled(self) -> str:
+        """The prefill is out: running or paused as asked, unless a stop came meanwhile."""
+        if self.state == PREFILLING:
+            self.state = self.after_prefill
+        return self.state
+
+    def hold(self) -> None:
+        self.state = HELD
+
+    def unhold(self) -> None:
+        self.state = RUNNING
+
+    def finish(self) -> None:
+        self.state, self.step_asked = FINISHED, False
+        self.set_quiet()
+
+    def reset(self) -> None:
+        self.state, self.step_asked, self.computing, self.keep_steps = IDLE, False, False, None
+        self.set_quiet()
+        self.wake()
+
+    def set_computing(self, on: bool) -> None:
+        self.computing = on
+        if on:
+            self.quiet.clear()
+        else:
+            self.set_quiet()
+
+    def step_sent(self) -> None:
+        self.step_asked = False
+        self.set_quiet()
+
+    def set_quiet(self) -> None:
+        if not self.computing and not self.step_asked:
+            self.quiet.set()
+
+    def wake(self) -> None:
+        self.changed.set()
+
+    # ---- the client's verbs: each checks its state, then transitions ----------------------------
+    def pause(self) -> dict:
+        self._require(LIVE, "pause")
+        if self.state == PREFILLING:
+            self.after_prefill = PAUSED
+        else:
+            self.state = PAUSED
+        self.wake()
+        return status(PAUSED)
+
+    def resume(self) -> dict:
+        self._require(LIVE, "resume")
+        if self.state == PREFILLING:
+            self.after_prefill = RUNNING
+        elif self.state == PAUSED:
+            self.state = RUNNING
+        self.wake()
+        return status(RUNNING if self.state in (PREFILLING, RUNNING) else self.state)
+
+    def step(self) -> None:
+        """One step while paused; its answer is the `step` itself."""
+        self._require(LIVE, "step")
+        if self.state != PAUSED:
+            raise ProtocolError("invalid_state", f"the run is {self.state}; step works on a paused run: send pause first")
+        if self.step_asked:
+            raise ProtocolError("step_pending", "the step asked for is still computing; step again once it arrives")
+        self.step_asked = True
+        self.quiet.clear()
+        self.wake()
+
+    def stop(self, seen: int | None = None) -> None:
+        """Stop wins from every live state: at most the step in flight, then `done`.
+
+        `seen` is the last step the client had when it asked: the run keeps at most one step more, so the
+        steps already on their way when the stop was read are dropped from the run (and `done` says so)."""
+        self._require(LIVE, "stop")
+        self.state, self.step_asked, self.keep_steps = STOPPING, False, None if seen is None else seen + 1
+        self.set_quiet()
+        self.wake()
+
+    def check_fork(self) -> None:
+        self._require(LIVE + (FINISHED,), "fork")
+        if self.state == PREFILLING:
+            raise ProtocolError("invalid_state", "the run is still prefilling; fork once it has a step", "type")
+
+    def fork(self) -> None:
+        """A fork continues paused (from a finished run too)."""
+        self.check_fork()
+        self.state = PAUSED
+        self.wake()
+
+    def _require(self, allowed: tuple[str, ...], verb: str) -> None:
+        if self.state in allowed:
+            return
+        if self.state == IDLE:
+            raise ProtocolError("no_run", "start a run first")
+        if self.state == STOPPING:
+            raise ProtocolError("stopping", f"the run is stopping: {verb} is refused; wait for done, then fork or start again")
+        raise ProtocolError("finished", f"the run has finished: {verb} is refused; fork or start again")
