@@ -50,13 +50,14 @@ def matcher(done):
     return lambda m: m.get("type") in kinds
 
 
-async def until(comm, done, timeout: float = 60) -> list[dict]:
-    """Messages up to and including the first that `done` matches (see matcher), within `timeout` in all.
+async def until(comm, done, timeout: float = 60, total: float = 300) -> list[dict]:
+    """Messages up to and including the first that `done` matches (see matcher): each within `timeout`,
+    all within `total` (a socket that never goes quiet, like the host's stats, cannot keep a test waiting).
 
     An `error` that `done` does not match ends the wait at once with an AssertionError naming it, so a
     broken run (a missing model, say) fails in a second instead of waiting out every timeout."""
     wanted, seen = matcher(done), []
-    async with asyncio.timeout(timeout):
+    async with asyncio.timeout(max(timeout, total)):
         while True:
             seen.append(await comm.receive_json_from(timeout=timeout))
             if wanted(seen[-1]):
