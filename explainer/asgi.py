@@ -11,7 +11,6 @@ from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from channels.security.websocket import AllowedHostsOriginValidator, OriginValidator  # noqa: E402
 from channels.sessions import SessionMiddlewareStack  # noqa: E402
 from django.conf import settings  # noqa: E402
-from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler  # noqa: E402
 
 from explainer.cors import CorsMiddleware  # noqa: E402
 from explainer.daphne_patch import patch_daphne_shutdown  # noqa: E402
@@ -36,8 +35,8 @@ class WebSocketRouter:
 
 application = ProtocolTypeRouter(
     {
-        # Daphne is the only server in front of the site, so Django serves its few static files itself.
-        "http": CorsMiddleware(ASGIStaticFilesHandler(django_asgi_app)),
+        # Daphne is the only server in front of the site, so Django serves its static files (WhiteNoise, settings.py).
+        "http": CorsMiddleware(django_asgi_app),
         "websocket": WebSocketRouter(),
         # `manage.py runworker inference-0 …` (REDIS_URL mode): model steps for sockets on any Daphne.
         "channel": worker_router,
