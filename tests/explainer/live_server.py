@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-ORIGIN = "http://127.0.0.1"  # in ALLOWED_HOSTS: the article's socket accepts it
+ORIGIN = "http://127.0.0.1"  # in ALLOWED_HOSTS: in-process sockets (no Host header) accept it; a live one needs .origin
 
 
 def free_port() -> int:
@@ -45,6 +45,11 @@ class LiveServer:
     @property
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def origin(self) -> str:
+        """The Origin of this server's own pages (scheme, host and port: explainer/origins.py)."""
+        return self.url
 
     @property
     def ws_url(self) -> str:
