@@ -149,6 +149,9 @@ EXPLAINER_TRUSTED_PROXIES = [p.strip() for p in os.environ.get("EXPLAINER_TRUSTE
 EXPLAINER_OUTBOUND_WINDOW = int(os.environ.get("EXPLAINER_OUTBOUND_WINDOW", "32"))
 # A client that never acks may fall this many messages behind in all (runs included) before its run waits.
 EXPLAINER_UNACKED_MAX = int(os.environ.get("EXPLAINER_UNACKED_MAX", "1024"))
+# Bytes written to a socket and not yet taken by its client, past which the socket is closed (4009); an
+# acking client's run already waits at half of it. 0 turns the bound off.
+EXPLAINER_MAX_QUEUED_BYTES = int(os.environ.get("EXPLAINER_MAX_QUEUED_BYTES", str(8 * 1024 * 1024)))
 EXPLAINER_MAX_DEVICE_QUEUE = int(os.environ.get("EXPLAINER_MAX_DEVICE_QUEUE", "16"))
 
 # Workshop mode (/host/): the host page's password; empty = workshop mode is off.

@@ -68,9 +68,8 @@ class VisitorRun:
         self.device = "cpu"
 
     async def send(self, message: dict) -> None:
-        """Every message of this run goes out here, counted for the outbound window."""
-        self.window.count_sent()
-        await self.deliver(message)
+        """Every message of this run goes out here, counted (with its encoded size) for the outbound window."""
+        self.window.count_sent(await self.deliver(message) or 0)
 
     async def start(self, message: dict) -> None:
         fields = prompt_fields(message)
