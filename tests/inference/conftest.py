@@ -1,4 +1,8 @@
-"""Shared fixtures: the real pretrained stories260K Llama and the bundled model, loaded once."""
+"""Shared fixtures: the real pretrained stories260K Llama and the bundled model, loaded once.
+
+Both are pinned to the CPU (float32): the tests using them check numbers against float32 formulas and
+CPU tensors, and must mean the same thing on a machine with CUDA (bench/gpu_check.sh). `auto` has its
+own tests in test_loading.py, which assert the rule for whatever device is present."""
 from pathlib import Path
 
 import pytest
@@ -12,10 +16,10 @@ STORIES = Path(__file__).resolve().parents[3] / "shared" / "models" / "stories26
 def stories():
     if not STORIES.exists():
         pytest.skip(f"{STORIES} is not here")
-    return load_model(str(STORIES))
+    return load_model(str(STORIES), device="cpu")
 
 
 @pytest.fixture(scope="session")
 def bundled():
     assert (BUNDLED_DIR / "config.json").exists(), "the bundled model must ship in inference/bundled"
-    return load_model("bundled")
+    return load_model("bundled", device="cpu")
