@@ -8,12 +8,11 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "explainer.settings")
 django_asgi_app = get_asgi_application()
 
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
-from channels.security.websocket import AllowedHostsOriginValidator, OriginValidator  # noqa: E402
 from channels.sessions import SessionMiddlewareStack  # noqa: E402
 from django.conf import settings  # noqa: E402
-from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler  # noqa: E402
 
 from explainer.cors import CorsMiddleware  # noqa: E402
+from explainer.origins import SameOriginValidator  # noqa: E402
 from explainer.daphne_patch import patch_daphne_shutdown  # noqa: E402
 from explainer.routing import embed_patterns, session_patterns  # noqa: E402
 from explainer.worker import worker_router  # noqa: E402
@@ -22,12 +21,14 @@ patch_daphne_shutdown()
 
 
 class WebSocketRouter:
-    """The article's and host's sockets accept only this site's Origin; embeds accept EXPLAINER_EMBED_ORIGINS."""
+    """The article's and host's sockets accept only this site's own origin (scheme, host and port) and
+    CSRF_TRUSTED_ORIGINS; embeds also EXPLAINER_EMBED_ORIGINS (explainer/origins.py)."""
 
     def __init__(self):
-        self.site = AllowedHostsOriginValidator(SessionMiddlewareStack(URLRouter(session_patterns)))
-        # The site's own hosts too: a live iframe embed's socket comes from the Hit Enter origin itself.
-        self.embed = OriginValidator(URLRouter(embed_patterns), settings.EXPLAINER_EMBED_ORIGINS + settings.ALLOWED_HOSTS)
+        self.site = SameOriginValidator(SessionMiddlewareStack(URLRouter(session_patterns)),
+                                        lambda: settings.CSRF_TRUSTED_ORIGINS)
+        # The site's own origin too (always admitted): a live iframe embed's socket comes from the Hit Enter page itself.
+        self.embed = SameOriginValidator(URLRouter(embed_patterns), lambda: settings.EXPLAINER_EMBED_ORIGINS)
 
     async def __call__(self, scope, receive, send):
         app = self.embed if scope["path"].startswith("/ws/embed/") else self.site
@@ -36,8 +37,8 @@ class WebSocketRouter:
 
 application = ProtocolTypeRouter(
     {
-        # Daphne is the only server in front of the site, so Django serves its few static files itself.
-        "http": CorsMiddleware(ASGIStaticFilesHandler(django_asgi_app)),
+        # Daphne is the only server in front of the site, so Django serves its static files (WhiteNoise, settings.py).
+        "http": CorsMiddleware(django_asgi_app),
         "websocket": WebSocketRouter(),
         # `manage.py runworker inference-0 …` (REDIS_URL mode): model steps for sockets on any Daphne.
         "channel": worker_router,

@@ -31,9 +31,11 @@ class SessionConsumer(StrictJson, AsyncJsonWebsocketConsumer):
         await self.follower.join()
         await self.send_frame({"type": "status", "state": "ready", "message": ""})
 
-    async def send_frame(self, message: dict) -> None:
-        """Every server → client message goes through here (the outbound window counts it; strict JSON)."""
-        await self.send_json(message)
+    async def send_frame(self, message: dict) -> int:
+        """Every server → client message goes through here; strict JSON; returns its encoded size (the outbound window counts it)."""
+        text = await self.encode_json(message)
+        await self.send(text_data=text)
+        return len(text.encode("utf-8", "surrogatepass"))
 
     async def disconnect(self, code):
         """Cancel the run and free its cache and kept tensors; leave the workshop group."""

@@ -1,7 +1,7 @@
 """CORS for what other sites' pages load from Hit Enter (docs/embedding.md): the static files and GET /api/runs/<id>.
 
-An ASGI wrapper, not Django middleware, because the static files are served by ASGIStaticFilesHandler,
-which Django's middleware never sees. Only reads (GET, HEAD and their OPTIONS preflights) are shared:
+An ASGI wrapper, not Django middleware, so that it sees every response, the static files included (WhiteNoise
+answers them before the middleware after it runs). Only reads (GET, HEAD and their OPTIONS preflights) are shared:
 POST /api/runs stays same-origin and CSRF-protected.
 """
 import re

@@ -1,12 +1,14 @@
 """Django settings for Hit Enter; everything that varies per deployment comes from the environment."""
 import os
+import warnings
 from pathlib import Path
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
 # The default key is only for local development; deployments set DJANGO_SECRET_KEY.
 SECRET_KEY = os.environ.get("DJANGO_SECRET_KEY", "dev-only-insecure-key-change-me")
-DEBUG = os.environ.get("DJANGO_DEBUG", "1").lower() in ("1", "true", "yes", "on")
+# Off unless asked for (DJANGO_DEBUG=1): `make run` on a workshop's network must not show tracebacks and settings.
+DEBUG = os.environ.get("DJANGO_DEBUG", "0").lower() in ("1", "true", "yes", "on")
 ALLOWED_HOSTS = ["127.0.0.1", "localhost", "testserver"] + [
     host.strip() for host in os.environ.get("DJANGO_ALLOWED_HOSTS", "").split(",") if host.strip()
 ]
@@ -26,6 +28,8 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    # Static files with DEBUG off too; after SecurityMiddleware so they get its headers (nosniff).
+    "explainer.staticfiles.StaticFilesMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -108,6 +112,20 @@ USE_TZ = True
 STATIC_URL = "/static/"
 STATICFILES_DIRS = [BASE_DIR / "static"]
 STATIC_ROOT = BASE_DIR / "staticfiles"
+# WhiteNoise serves STATICFILES_DIRS through the finders, so `make run` needs no collectstatic; it adds
+# the CSP for static files (explainer/security.py), which the middleware after it never sees.
+WHITENOISE_USE_FINDERS = True
+
+
+def _static_file_headers(headers, path, url):
+    from explainer.security import static_file_headers  # imported late: settings load before the apps
+
+    static_file_headers(headers, path, url)
+
+
+WHITENOISE_ADD_HEADERS_FUNCTION = _static_file_headers
+# STATIC_ROOT is only there after `collectstatic` (docs/deploy.md); until then the finders serve everything.
+warnings.filterwarnings("ignore", message="No directory at")
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 # Which model the site explains: "bundled", a local folder, or a Hugging Face hub id.
@@ -131,6 +149,9 @@ EXPLAINER_TRUSTED_PROXIES = [p.strip() for p in os.environ.get("EXPLAINER_TRUSTE
 EXPLAINER_OUTBOUND_WINDOW = int(os.environ.get("EXPLAINER_OUTBOUND_WINDOW", "32"))
 # A client that never acks may fall this many messages behind in all (runs included) before its run waits.
 EXPLAINER_UNACKED_MAX = int(os.environ.get("EXPLAINER_UNACKED_MAX", "1024"))
+# Bytes written to a socket and not yet taken by its client, past which the socket is closed (4009); an
+# acking client's run already waits at half of it. 0 turns the bound off.
+EXPLAINER_MAX_QUEUED_BYTES = int(os.environ.get("EXPLAINER_MAX_QUEUED_BYTES", str(8 * 1024 * 1024)))
 EXPLAINER_MAX_DEVICE_QUEUE = int(os.environ.get("EXPLAINER_MAX_DEVICE_QUEUE", "16"))
 
 # Workshop mode (/host/): the host page's password; empty = workshop mode is off.

@@ -50,7 +50,10 @@ def get_run(request, run_id: str):
     run = RecordedRun.find(run_id)
     if run is None:
         return _error("not_found", "no recorded run with this id", "id", status=404)
-    return JsonResponse(recordings.as_json(run))
+    try:
+        return JsonResponse(recordings.as_json(run))
+    except recordings.RecordingError as exc:
+        return JsonResponse(exc.as_dict(), status=exc.status)
 
 
 @require_http_methods(["GET", "HEAD"])
@@ -59,6 +62,10 @@ def replay_page(request, run_id: str):
     run = RecordedRun.find(run_id)
     if run is None:
         raise Http404("no recorded run with this id")
-    session = next((p for p in run.payloads if p.get("type") == "session"), {})
+    try:
+        payloads = recordings.replayable_payloads(run)
+    except recordings.RecordingError as exc:  # a named page, never a 500 (the model description is rendered)
+        return render(request, "recording_error.html", {"error": exc}, status=exc.status)
+    session = payloads[0]  # checked: a recording starts with its session payload
     model = {"ok": True, "spec": run.model_spec, "description": session.get("model") or {"spec": run.model_spec}}
     return render(request, "index.html", {"model": model, "run_id": run.id})

@@ -9,13 +9,14 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
-from collections import Counter
+from collections import Counter, deque
 
 from django.conf import settings
 
 from explainer.protocol import ProtocolError
 
 REFUSED_CLOSE_CODE = 4029  # like HTTP 429: too many connections, or a socket that kept flooding
+QUEUED_CLOSE_CODE = 4009  # like 1009: more than EXPLAINER_MAX_QUEUED_BYTES sent and not yet read (explainer/daphne_patch.py)
 STRIKES_BEFORE_CLOSE = 50  # refused frames a socket may accumulate before it is closed
 STRIKES_FORGIVEN_PER_S = 1.0  # a flooder that calms down earns its strikes back slowly
 
@@ -122,30 +123,43 @@ def open_connections(address: str) -> int:
 
 
 class OutboundWindow:
-    """How many messages a run has sent and its client has read (`ack`); the run waits while too far ahead.
+    """How many messages (and bytes) a run has sent and its client has read (`ack`); the run waits while too far ahead.
 
-    The window holds from the client's first ack on. A client that never acks (a short script) gets a much
-    larger ceiling, `unacked_max` messages in all, so one never-reading socket cannot grow the server's
-    memory without bound either, while a script's single run still goes through without acks.
+    The window holds from the client's first ack on: more than `size` unread messages, or more than half of
+    `max_bytes` (EXPLAINER_MAX_QUEUED_BYTES) of them, and the run waits, so an honest slow reader is
+    paused long before the transport's own bound closes its socket (explainer/daphne_patch.py). A client
+    that never acks (a short script) gets a much larger ceiling, `unacked_max` messages in all; its bytes are
+    bounded by that transport check, which counts what is really unsent, whatever a client claims.
     """
 
-    def __init__(self, size: int, unacked_max: int):
+    def __init__(self, size: int, unacked_max: int, max_bytes: int | None = None):
         self.size, self.unacked_max, self.sent, self.acked = size, unacked_max, 0, 0
+        self.max_bytes = settings.EXPLAINER_MAX_QUEUED_BYTES if max_bytes is None else max_bytes
+        self.unread_sizes: deque[int] = deque()  # encoded size of each sent message not yet acked, oldest first
+        self.queued_bytes = 0  # their sum
         self.acking = False  # the client has acked at least once
         self._changed = asyncio.Event()
 
     @property
     def full(self) -> bool:
         if self.acking:
-            return self.sent - self.acked > self.size
+            too_many_bytes = 0 < self.max_bytes // 2 < self.queued_bytes
+            return self.sent - self.acked > self.size or too_many_bytes
         return self.sent > self.unacked_max
 
-    def count_sent(self) -> None:
+    def count_sent(self, nbytes: int = 0) -> None:
+        """One more message went out, `nbytes` long once encoded (0 where the sender cannot tell)."""
         self.sent += 1
+        self.unread_sizes.append(nbytes)
+        self.queued_bytes += nbytes
 
     def ack(self, received: int) -> None:
-        """The client has read `received` messages on this socket (acks only move forward)."""
-        self.acked = max(self.acked, received)
+        """The client has read `received` messages on this socket (acks only move forward, and never past
+        what was sent: a client cannot open the window by claiming more)."""
+        received = min(received, self.sent)
+        while self.acked < received:
+            self.acked += 1
+            self.queued_bytes -= self.unread_sizes.popleft()
         self.acking = True
         self._changed.set()
 

@@ -13,9 +13,8 @@ from django.conf import settings
 
 from explainer.models import RecordedRun
 from explainer.protocol import ProtocolError, json_object
-from inference.payload import SCHEMA, SCHEMA_VERSION, SchemaError, validate_payload
-
-VALIDATED_TYPES = ("step", "prefill", "done")  # checked field by field against inference.payload.SCHEMA
+from explainer.services.payload_check import check_recorded_payload
+from inference.payload import SCHEMA, SCHEMA_VERSION, SchemaError
 
 
 class RecordingError(ValueError):
@@ -97,12 +96,11 @@ def _payloads(value) -> tuple[list[dict], int]:
     kinds = [p["type"] for p in current]
     if kinds[0] != "session" or "prefill" not in kinds:
         raise RecordingError("invalid_value", "a recording starts with a session payload and has a prefill", "payloads")
-    for n, p in enumerate(current):
-        if p["type"] in VALIDATED_TYPES:
-            try:
-                validate_payload(p)
-            except SchemaError as exc:
-                raise RecordingError("invalid_payload", str(exc)[:300], f"payloads[{n}]") from None
+    for n, p in enumerate(current):  # every payload, field by field and nested (explainer/services/payload_check.py)
+        try:
+            check_recorded_payload(p)
+        except SchemaError as exc:
+            raise RecordingError("invalid_payload", str(exc)[:300], f"payloads[{n}]") from None
     return value, version
 
 
@@ -141,9 +139,21 @@ def save_run(data: dict) -> RecordedRun:
                                       schema_version=version, payloads=payloads)
 
 
+def replayable_payloads(run: RecordedRun) -> list[dict]:
+    """The stored payloads upgraded and checked as on saving; one stored before that check, or damaged since,
+    is refused as `broken_recording` (422) instead of reaching a page or the API as it is."""
+    try:
+        _payloads(run.payloads)
+        return upgrade(run.payloads, run.schema_version)
+    except RecordingError as exc:
+        raise RecordingError("broken_recording", f"this recording cannot be replayed: {exc.message}"[:300], exc.field,
+                             status=422) from None
+
+
 def as_json(run: RecordedRun) -> dict:
-    """The recording as the API returns it: payloads upgraded to the current schema."""
+    """The recording as the API returns it: payloads upgraded to the current schema (RecordingError if broken)."""
+    payloads = replayable_payloads(run)
     return {"id": run.id, "url": f"/runs/{run.id}", "created_at": run.created_at.isoformat(),
             "model_spec": run.model_spec, "messages": run.messages, "params": run.params, "seed": run.seed,
             "schema_version": SCHEMA_VERSION, "recorded_schema_version": run.schema_version,
-            "payloads": upgrade(run.payloads, run.schema_version)}
+            "payloads": payloads}

@@ -75,9 +75,8 @@ class VisitorRun:
         self.device = "cpu"
 
     async def send(self, message: dict) -> None:
-        """Every message of this run goes out here, counted for the outbound window."""
-        self.window.count_sent()
-        await self.deliver(message)
+        """Every message of this run goes out here, counted (with its encoded size) for the outbound window."""
+        self.window.count_sent(await self.deliver(message) or 0)
 
     async def reply(self, message: dict) -> None:
         """A verb's answer (or a refusal): now, or right after the step in flight or asked for."""

@@ -41,6 +41,11 @@ class LiveServer:
         return f"http://127.0.0.1:{self.port}"
 
     @property
+    def origin(self) -> str:
+        """The Origin of this server's own pages (scheme, host and port: explainer/origins.py)."""
+        return self.url
+
+    @property
     def ws_url(self) -> str:
         return f"ws://127.0.0.1:{self.port}/ws/session/"
 
@@ -62,7 +67,8 @@ def start_daphne(tmp_path: Path, model: str, env: dict | None = None, ready_time
     """Daphne serving the site on `model`, healthy (model loaded) when this returns."""
     port = free_port()
     full_env = {**os.environ, "EXPLAINER_MODEL": model, "HF_HUB_OFFLINE": "1", "DJANGO_ALLOWED_HOSTS": "127.0.0.1,localhost",
-                "DATABASE_URL": f"sqlite:///{tmp_path / 'live.sqlite3'}", "OMP_NUM_THREADS": "1", **(env or {})}
+                "DATABASE_URL": f"sqlite:///{tmp_path / 'live.sqlite3'}", "OMP_NUM_THREADS": "1",
+                "EXPLAINER_DEVICE": "cpu", **(env or {})}  # the CPU unless a test asks: its figures mean the CPU
     log_path = tmp_path / "daphne.log"
     with open(log_path, "w") as log:
         proc = subprocess.Popen([sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port), *makefile_daphne_limits(),

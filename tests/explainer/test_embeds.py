@@ -10,16 +10,14 @@ from explainer.asgi import application
 from explainer.embeds import LIVE_PARAMS, SECTIONS, example_ids
 from explainer.models import RecordedRun
 from explainer.services import model_registry
+from tests.explainer.test_recordings import recorded_payloads  # noqa: F401 (a fixture)
 
 ROOT = Path(__file__).resolve().parents[2]
-PAYLOADS = [{"type": "session", "schema_version": 1}, {"type": "prefill", "schema_version": 1}]
-
-
 @pytest.fixture
-def run_id(db):
-    """A stored recording (the embed views only need it to exist)."""
+def run_id(db, recorded_payloads):
+    """A stored recording of a real run (the API refuses to serve a broken one, issue 16)."""
     return RecordedRun.objects.create(model_spec="bundled", messages=[{"role": "user", "content": "hi"}], params={},
-                                      seed=0, schema_version=1, payloads=PAYLOADS).pk
+                                      seed=0, schema_version=1, payloads=recorded_payloads).pk
 
 
 def element(html: str, section: str) -> dict:

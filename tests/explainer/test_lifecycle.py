@@ -118,7 +118,7 @@ async def test_sigterm_mid_run_stops_daphne_within_its_close_timeout(tmp_path):
     close_timeout = float(daphne_flag("--application-close-timeout"))
     server = await asyncio.to_thread(start_daphne, tmp_path, stories_spec())
     try:
-        async with ws_connect(server.ws_url, origin=ORIGIN, proxy=None) as ws:
+        async with ws_connect(server.ws_url, origin=server.origin, proxy=None) as ws:
             assert json.loads(await ws.recv())["state"] == "ready"
             await ws.send(json.dumps({"type": "ack", "received": 1}))  # and no more: the run waits mid-way for acks
             await ws.send(json.dumps({"type": "start", "messages": MESSAGES, "params": {"seed": 3, "max_new_tokens": 200}}))

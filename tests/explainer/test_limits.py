@@ -314,7 +314,7 @@ async def test_daphne_refuses_frames_past_its_cap_and_the_app_names_smaller_ones
     assert settings.EXPLAINER_MAX_FRAME_BYTES < cap  # frames in between get a named error, not a dropped socket
     server = await asyncio.to_thread(start_daphne, tmp_path, stories_spec())
     try:
-        async with ws_connect(server.ws_url, origin=ORIGIN, proxy=None, compression=None, max_size=None) as ws:
+        async with ws_connect(server.ws_url, origin=server.origin, proxy=None, compression=None, max_size=None) as ws:
             assert json.loads(await ws.recv())["state"] == "ready"
             for size in (settings.EXPLAINER_MAX_FRAME_BYTES + 1, cap):  # past the app's cap, within Daphne's
                 await ws.send(json.dumps({"type": "start", "text": "x" * (size - 29)}))  # exactly size bytes
@@ -322,7 +322,7 @@ async def test_daphne_refuses_frames_past_its_cap_and_the_app_names_smaller_ones
             await ws.send("x" * (cap + 1))
             with pytest.raises(websockets.ConnectionClosed):  # autobahn drops the connection, reading no further
                 await ws.recv()
-        async with ws_connect(server.ws_url, origin=ORIGIN, proxy=None) as ws:  # and goes on serving others
+        async with ws_connect(server.ws_url, origin=server.origin, proxy=None) as ws:  # and goes on serving others
             assert json.loads(await ws.recv())["state"] == "ready"
     finally:
         await asyncio.to_thread(server.stop)

@@ -100,11 +100,11 @@ class Visitor:
     """One browser-like socket: reads everything, acknowledges what it read."""
 
     def __init__(self, port: int):
-        self.url = f"ws://127.0.0.1:{port}/ws/session/"
+        self.url, self.port = f"ws://127.0.0.1:{port}/ws/session/", port
         self.received = 0
 
     async def open(self):
-        self.ws = await websockets.connect(self.url, origin=websockets.Origin("http://127.0.0.1"), max_size=2**24)
+        self.ws = await websockets.connect(self.url, origin=websockets.Origin(f"http://127.0.0.1:{self.port}"), max_size=2**24)
         assert (await self.next())["state"] == "ready"
         return self
 

@@ -18,6 +18,7 @@ START = {"type": "start", "text": "Once upon a time", "params": {"temperature": 
 @pytest.fixture(autouse=True)
 def remote_mode(settings):
     settings.EXPLAINER_MODEL = stories_spec()
+    settings.EXPLAINER_DEVICE = "cpu"  # the worker's stats below name the CPU, also on a machine with CUDA
     settings.EXPLAINER_WORKERS = True
     settings.EXPLAINER_WORKER_CHANNELS = ["inference-test"]
     settings.EXPLAINER_WORKER_PICK_S = 0.5

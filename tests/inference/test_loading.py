@@ -7,6 +7,7 @@ import sys
 import pytest
 
 from inference.loading import BUNDLED_DIR, ModelNotAvailable, load_model, resolve_device
+from tests.inference.conftest import STORIES
 
 
 def test_bundled_description(bundled):
@@ -32,7 +33,7 @@ def test_local_folder_copy_loads(tmp_path, stories):
 def test_stories_description(stories):
     d = stories.description
     assert (d.layers, d.hidden_size, d.vocab_size, d.context_window) == (5, 64, 512, 512)
-    assert d.dtype == "float32" and d.device == "cpu"  # auto on a machine without CUDA
+    assert d.dtype == "float32" and d.device == "cpu"  # the fixture pins the CPU (tests/inference/conftest.py)
 
 
 def test_hub_id_offline_is_a_clear_error():
@@ -52,10 +53,25 @@ def test_spec_from_environment(monkeypatch, stories):
     assert load_model().description.name == "stories260K"
 
 
-def test_auto_device_is_cpu_float32_here():
-    device, dtype = resolve_device("auto")
+def expected_auto():
+    """The rule for `auto` on this machine: CUDA with bf16 when present, else the CPU with float32."""
     import torch
-    assert (device.type, dtype) == (("cuda", torch.bfloat16) if torch.cuda.is_available() else ("cpu", torch.float32))
+    return ("cuda", torch.bfloat16) if torch.cuda.is_available() else ("cpu", torch.float32)
+
+
+def test_auto_device_follows_the_rule_here():
+    device, dtype = resolve_device("auto")
+    assert (device.type, dtype) == expected_auto()
+
+
+def test_a_model_loaded_with_auto_lives_where_the_rule_says():
+    if not STORIES.exists():
+        pytest.skip(f"{STORIES} is not here")
+    loaded = load_model(str(STORIES), device="auto")
+    device, dtype = expected_auto()
+    weight = next(loaded.model.parameters())
+    assert (weight.device.type, weight.dtype) == (device, dtype)
+    assert (loaded.description.device.split(":")[0], loaded.description.dtype) == (device, str(dtype).removeprefix("torch."))
 
 
 def test_chat_template_renders_roles_and_generation_prompt(bundled):

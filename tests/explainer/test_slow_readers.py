@@ -1,0 +1,132 @@
+"""Slow readers cost bytes, not messages (issue 16, finding 1): a client that never reads, and one that acks
+what it never read, each cost the server at most EXPLAINER_MAX_QUEUED_BYTES, are closed, and the server's
+RSS comes back to within 10% of its baseline once they are gone. Run on a real Daphne (make run's flags)."""
+import asyncio
+import json
+import os
+import socket
+import time
+
+import pytest
+from websockets.asyncio.client import connect as ws_connect
+from websockets.exceptions import ConnectionClosed
+
+from explainer.services.limits import OutboundWindow
+from tests.explainer.live_server import start_daphne
+from tests.inference.conftest import STORIES
+
+MIB = 2**20
+# Below the default (8 MiB): Daphne stops reading a socket once 64 KiB wait to be sent, so a client's own
+# requests can queue only a few MB of replies on this model before that backpressure holds them.
+BOUND = 1 * MIB
+ALLOCATOR_SLACK = 4 * MIB  # the replies being built and encoded, allocator rounding (3.4 MiB seen)
+# ~140 tokens: each attention detail is ~105 KB, as in the report (and under Daphne's 128 KiB message cap).
+PROMPT = " ".join(f"<t{400 + i % 100}>" for i in range(45))
+DETAIL = {"type": "detail", "what": "attention", "step": 0, "layer": 0, "head": 0}
+REQUESTS = 150  # ~16 MB of replies: past the bound plus the server's kernel send buffer (up to 4 MB)
+PACE_S = 0.07  # with an ack every 4th request, 18 frames a second (EXPLAINER_RATE_PER_S is 20)
+CLIENT_RECEIVE_BUFFER = 64 * 1024  # fixed, so the client's kernel cannot absorb tens of MB (Linux autotunes to 32 MB)
+
+
+def rss(pid: int) -> int:
+    with open(f"/proc/{pid}/statm") as statm:
+        return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+async def open_paused_run(server, **options):
+    """A socket with a paused run on the long prompt, everything up to the `paused` status read."""
+    ws = await ws_connect(server.ws_url, origin=server.origin, proxy=None, max_size=None, compression=None, **options)
+    assert json.loads(await ws.recv())["state"] == "ready"
+    await ws.send(json.dumps({"type": "start", "text": PROMPT, "paused": True, "params": {"seed": 1, "max_new_tokens": 4}}))
+    while json.loads(await ws.recv()).get("state") != "paused":
+        pass
+    return ws
+
+
+async def warm_up(server) -> None:
+    """One honest visitor reads a detail reply: the allocations every visitor makes are in the baseline."""
+    ws = await open_paused_run(server)
+    for _ in range(3):
+        await ws.send(json.dumps(DETAIL))
+        assert json.loads(await ws.recv())["type"] == "detail"
+    await ws.close()
+
+
+async def misbehave(server, lie: bool) -> tuple[int, bool]:
+    """Ask for REQUESTS big replies and read none (acking them all when `lie`); the peak RSS seen meanwhile,
+    and whether the server closed the socket."""
+    sock = socket.socket()
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, CLIENT_RECEIVE_BUFFER)
+    sock.connect(("127.0.0.1", server.port))
+    ws = await open_paused_run(server, max_queue=1, sock=sock)  # the client library stops reading once one frame waits
+    peak, closed = rss(server.proc.pid), False
+    try:
+        for n in range(REQUESTS):
+            await ws.send(json.dumps(DETAIL))
+            if lie and n % 4 == 3:
+                await ws.send(json.dumps({"type": "ack", "received": 2**53}))
+            await asyncio.sleep(PACE_S)
+            peak = max(peak, rss(server.proc.pid))
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and not closed:
+            await asyncio.sleep(0.1)
+            peak = max(peak, rss(server.proc.pid))
+            closed = "bytes unread" in server.log()
+    except ConnectionClosed:
+        closed = True
+    finally:
+        if not closed:
+            ws.transport.abort()  # it cannot close politely: it never reads the server's close frame
+    return peak, closed
+
+
+async def settled_rss(pid: int, target: int) -> int:
+    """RSS once it stops falling (a few seconds at most: Daphne reaps closed sockets each second)."""
+    value = rss(pid)
+    for _ in range(30):
+        await asyncio.sleep(0.25)
+        value = rss(pid)
+        if value <= target:
+            break
+    return value
+
+
+@pytest.mark.parametrize("lie", [False, True], ids=["never_reads", "acks_what_it_never_read"])
+async def test_an_unread_socket_costs_at_most_the_bound_and_gives_it_back(tmp_path, lie):
+    server = await asyncio.to_thread(start_daphne, tmp_path, str(STORIES), {"EXPLAINER_MAX_QUEUED_BYTES": str(BOUND)})
+    try:
+        await warm_up(server)
+        baseline = await settled_rss(server.proc.pid, 0)
+        peak, closed = await misbehave(server, lie)
+        after = await settled_rss(server.proc.pid, int(baseline * 1.1))
+        print(f"\n{'lying' if lie else 'never-reading'} client: RSS baseline {baseline / MIB:.0f} MiB, peak "
+              f"+{(peak - baseline) / MIB:.1f} MiB (bound {BOUND / MIB:.0f} MiB), after it left "
+              f"{(after - baseline) / MIB:+.1f} MiB")
+        assert closed, server.log()[-2000:]
+        assert peak - baseline <= BOUND + ALLOCATOR_SLACK
+        assert after <= baseline * 1.10
+        assert "Traceback" not in server.log(), server.log()[-3000:]
+    finally:
+        await asyncio.to_thread(server.stop)
+
+
+def test_an_ack_cannot_claim_more_than_was_sent():
+    window = OutboundWindow(size=2, unacked_max=100)
+    for _ in range(5):
+        window.count_sent(100)
+    window.ack(9007199254740992)  # 2**53: it would switch the window off
+    assert window.acked == 5
+    for _ in range(4):
+        window.count_sent(100)
+    assert window.full  # 4 unread > 2: the lie bought nothing more than the truth would have
+
+
+def test_the_window_fills_on_bytes_too():
+    window = OutboundWindow(size=32, unacked_max=1024, max_bytes=1000)
+    window.ack(0)
+    window.count_sent(400)
+    assert not window.full
+    window.count_sent(200)  # 600 unread bytes > half the bound, though only 2 messages
+    assert window.full
+    window.ack(1)
+    assert not window.full and window.queued_bytes == 200
