@@ -84,7 +84,7 @@ def random_135m(device: str) -> LoadedModel:
     model.to(device=dev, dtype=dtype).eval()
     tokenizer = stand_in_tokenizer(config.vocab_size)
     template_source = chat_template_source(tokenizer, str(ROOT / "bench"))  # no template: the fallback
-    adapter = adapter_for(model.config)
+    adapter = adapter_for(model)
     description = describe(model, RANDOM_SPEC, adapter, template_source, "eager")
     log(f"built {RANDOM_SPEC}: {description.parameters:,} parameters on {dev} ({description.dtype}) "
         f"in {time.perf_counter() - started:.1f}s")
