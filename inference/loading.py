@@ -131,7 +131,7 @@ def load_model(spec: str | None = None, device: str = "auto", attn_implementatio
     template_source = chat_template_source(tokenizer, source)
     adapter = adapter_for(model)
     description = describe(model, spec, adapter, template_source, attn_implementation)
-    if notice_for(spec):
+    if spec in GGUF_MODELS:  # the cache folder's name means nothing to a reader
         description = replace(description, name=notice_for(spec).name)
     report("ready", 1.0)
     print(f"[hit-enter] loaded {description.name}: {description.parameters:,} parameters, {description.layers} layers "
