@@ -89,7 +89,7 @@ class FamilyAdapter:
         if inv_freq is None:
             config = text_config(model.config)
             rotary_dim = int(head_dim_of(config) * partial_rotary_factor(config))
-            rotary_dim = getattr(config, "rotary_dim", None) or rotary_dim  # GPT-J, CodeGen
+            rotary_dim = setting(config, "rotary_dim") or rotary_dim  # GPT-J, CodeGen
             theta = rope_theta(config)
             inv_freq = 1.0 / (theta ** (torch.arange(0, rotary_dim, 2, dtype=torch.float32) / rotary_dim))
         inv_freq = inv_freq.detach().float().to(positions.device)
@@ -97,38 +97,47 @@ class FamilyAdapter:
 
     def sliding_window(self, config) -> int | None:
         config = text_config(config)
-        window = getattr(config, "sliding_window", None) if getattr(config, "use_sliding_window", True) else None
+        window = setting(config, "sliding_window") if setting(config, "use_sliding_window", True) else None
         return window if isinstance(window, int) else None
 
     def context_window(self, config) -> int:
         config = text_config(config)
         for name in ("max_position_embeddings", "n_positions", "max_seq_len", "seq_length", "n_ctx"):
-            value = getattr(config, name, None)
+            value = setting(config, name)
             if isinstance(value, int) and value > 0:
                 return value
         return 2048  # recurrent models (Mamba, RWKV) have no limit in their config; a bound for the page
 
 
+def setting(config, name: str, default=None):
+    """A config value, or ``default`` where the config has none or keeps it per layer (it raises then)."""
+    try:
+        value = getattr(config, name, default)
+    except Exception:  # transformers: a per-layer attribute read globally is ambiguous
+        return default
+    return default if value is None else value
+
+
 def head_dim_of(config) -> int:
     config = text_config(config)
-    heads = getattr(config, "num_attention_heads", None)
-    return getattr(config, "head_dim", None) or (config.hidden_size // heads if heads else 0)
+    heads = setting(config, "num_attention_heads")
+    return setting(config, "head_dim") or (setting(config, "hidden_size", 0) // heads if heads else 0)
 
 
 def partial_rotary_factor(config) -> float:
     """Share of each head's dims that is rotated (Phi: 0.5); transformers 5 keeps it in rope_parameters."""
-    params = getattr(config, "rope_parameters", None) or {}
+    params = setting(config, "rope_parameters") or {}
     if isinstance(params, dict) and "partial_rotary_factor" in params:
         return float(params["partial_rotary_factor"])
-    return float(getattr(config, "partial_rotary_factor", None) or 1.0)
+    return float(setting(config, "partial_rotary_factor") or 1.0)
 
 
 def rope_theta(config) -> float:
     config = text_config(config)
-    params = getattr(config, "rope_parameters", None) or {}
+    params = setting(config, "rope_parameters") or {}
     if isinstance(params, dict) and "rope_theta" in params:
         return float(params["rope_theta"])
-    return float(getattr(config, "rope_theta", None) or 10000.0)
+    return float(setting(config, "rope_theta") or 10000.0)
 
 
 # Families whose embedding scale is applied outside the embedding module in older code paths.

@@ -12,7 +12,7 @@ from contextlib import contextmanager
 
 import torch
 
-from .adapters import NO_CACHE_NOTE, UnsupportedModel, text_config
+from .adapters import NO_CACHE_NOTE, UnsupportedModel, setting, text_config
 
 PROBE_IDS = [1, 2, 3]
 SKIPPED = (torch.nn.Dropout, torch.nn.Identity)
@@ -89,7 +89,7 @@ def position_scheme(model, positions_path: str | None) -> str:
     config = text_config(model.config)
     if any(isinstance(getattr(m, "inv_freq", None), torch.Tensor) for m in model.modules()):
         return "rotary"
-    if getattr(config, "rotary_dim", None) or getattr(config, "rope_parameters", None) and getattr(config, "num_attention_heads", None):
+    if setting(config, "rotary_dim") or setting(config, "rope_parameters") and setting(config, "num_attention_heads"):
         return "rotary" if positions_path is None else "learned"
     return "learned" if positions_path else "none"
 
@@ -99,7 +99,7 @@ def attention_layers(out, count: int, config) -> tuple[int, ...] | None:
     returned = [a for a in (getattr(out, "attentions", None) or ()) if is_attention(a, len(PROBE_IDS))]
     if len(returned) >= count:
         return None
-    kinds = list(getattr(config, "layer_types", None) or [])
+    kinds = list(setting(config, "layer_types") or [])
     attending = [i for i, kind in enumerate(kinds) if "attention" in str(kind) and "linear" not in str(kind)]
     return tuple(attending) if len(attending) == len(returned) else tuple(range(len(returned)))
 

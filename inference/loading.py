@@ -15,7 +15,7 @@ from pathlib import Path
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
-from .adapters import FamilyAdapter, adapter_for, head_dim_of, text_config
+from .adapters import FamilyAdapter, adapter_for, head_dim_of, setting, text_config
 from .shipped import GGUF_MODELS, Progress, ShippedModelMissing, cached_folder, notice_for
 
 BUNDLED_DIR = Path(__file__).resolve().parent / "bundled"
@@ -150,7 +150,7 @@ def chat_template_source(tokenizer, source: str) -> str:
 
 def describe(model, spec: str, adapter: FamilyAdapter, template_source: str, attn_implementation: str) -> ModelDescription:
     config = text_config(model.config)  # sizes of the text model, whatever wraps it
-    query_heads = getattr(config, "num_attention_heads", None) or 0  # 0: no attention (state-space models)
+    query_heads = setting(config, "num_attention_heads", 0)  # 0: no attention (state-space models)
     table = model.get_input_embeddings().weight  # (vocab, hidden)
     tied = model.get_output_embeddings().weight.data_ptr() == table.data_ptr()
     return ModelDescription(
@@ -159,7 +159,7 @@ def describe(model, spec: str, adapter: FamilyAdapter, template_source: str, att
         family=config.model_type,
         layers=len(adapter.layers(model)),
         query_heads=query_heads,
-        kv_heads=getattr(config, "num_key_value_heads", None) or query_heads,
+        kv_heads=setting(config, "num_key_value_heads", query_heads),
         head_dim=head_dim_of(config),
         hidden_size=table.shape[1],
         vocab_size=model.get_output_embeddings().weight.shape[0],

@@ -118,7 +118,14 @@ def decoder_only_text(model_type: str) -> str | None:
     return None
 
 
-def small_config(model_type: str, layers: int = 2):
+# Head-shape settings some families derive from each other (multi-head latent attention, rotary dims):
+# dropped on a second try so that the family's own defaults keep them consistent.
+HEAD_SHAPES = {"head_dim", "rotary_dim", "qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim", "qk_head_dim",
+               "kv_lora_rank", "q_lora_rank", "mamba_d_head", "mamba_n_heads", "linear_key_head_dim",
+               "linear_value_head_dim", "num_key_value_heads"}
+
+
+def small_config(model_type: str, layers: int = 2, drop: frozenset = frozenset()):
     """The config of ``model_type`` built with the SMALL sizes it accepts, ``layers`` decoder layers."""
     import inspect
 
@@ -126,7 +133,7 @@ def small_config(model_type: str, layers: int = 2):
     config_class = CONFIG_MAPPING[model_type]
     accepted = set(inspect.signature(config_class.__init__).parameters)
     accepted |= set(getattr(config_class, "__dataclass_fields__", None) or {})
-    sizes = {**SMALL, **{k: layers for k in ("num_hidden_layers", "n_layer", "num_layers", "n_layers")}}
+    sizes = {**{k: v for k, v in SMALL.items() if k not in drop}, **{k: layers for k in ("num_hidden_layers", "n_layer", "num_layers", "n_layers")}}
     return config_class(**{k: v for k, v in sizes.items() if k in accepted})
 
 
@@ -138,22 +145,26 @@ def small_model(model_type: str):
     """A seeded, eager-attention model of ``model_type`` with at most MAX_SMALL_PARAMETERS, in float32, whose
     plain forward runs. Hybrid stacks get 4 or 8 layers when 2 hold no attention layer."""
     failure = None
-    for layers in (2, 4, 8):
+    for layers, drop in ((2, frozenset()), (4, frozenset()), (8, frozenset()), (2, frozenset(HEAD_SHAPES)),
+                         (4, frozenset(HEAD_SHAPES))):
         try:
-            config = small_config(model_type, layers)
+            config = small_config(model_type, layers, drop)
             config._attn_implementation = "eager"
+            with torch.device("meta"):  # sized before any memory is spent: some configs ignore the sizes asked
+                parameters = sum(p.numel() for p in AutoModelForCausalLM.from_config(config).parameters())
+            if parameters > MAX_SMALL_PARAMETERS:
+                raise NotSmall(f"{parameters:,} parameters at {layers} layers")
             torch.manual_seed(0)
             model = AutoModelForCausalLM.from_config(config, attn_implementation="eager").float().eval()
             with torch.no_grad():
                 model(input_ids=torch.tensor([[1, 2, 3]]), use_cache=True)
             break
+        except NotSmall:
+            raise
         except Exception as exc:  # transformers' own checks: this size does not build
             failure = exc
     else:
         raise NotSmall(f"{type(failure).__name__}: {failure}") from failure
-    parameters = sum(p.numel() for p in model.parameters())
-    if parameters > MAX_SMALL_PARAMETERS:
-        raise NotSmall(f"{parameters:,} parameters at the smallest sizes tried")
     for name in ("eos_token_id", "pad_token_id", "bos_token_id"):
         setattr(model.generation_config, name, None)
         try:
