@@ -92,6 +92,24 @@ def file_sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
+def gguf_sha256(path: Path) -> str:
+    """The file's SHA-256, remembered per (path, size, mtime) so later starts do not re-read 98 MB."""
+    stat = path.stat()
+    key = f"{path.resolve()}|{stat.st_size}|{stat.st_mtime_ns}"
+    index_path = cache_root() / "sha256-index.json"
+    try:
+        index = json.loads(index_path.read_text())
+    except (OSError, ValueError):
+        index = {}
+    if not isinstance(index, dict) or not isinstance(index.get(key), str):
+        index = {key: file_sha256(path)}
+        index_path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = index_path.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(index))
+        os.replace(tmp, index_path)
+    return index[key]
+
+
 def cache_root() -> Path:
     """EXPLAINER_CACHE_DIR, else ~/.cache/hit-enter/models."""
     root = os.environ.get("EXPLAINER_CACHE_DIR") or Path.home() / ".cache" / "hit-enter" / "models"
@@ -112,7 +130,7 @@ def cached_folder(model: GgufModel, progress: Progress, rebuild: bool = False) -
     """The safetensors folder converted from ``model``'s GGUF, built now if missing, partial or corrupt."""
     gguf = model.gguf_path()
     progress(f"checking {gguf.name} (SHA-256)", 0.02)
-    sha = file_sha256(gguf)
+    sha = gguf_sha256(gguf)
     folder = cache_root() / f"{model.notice.name}-{sha[:16]}"
     if not rebuild and cache_is_valid(folder, sha):
         return folder

@@ -86,7 +86,7 @@ SMALL = dict(hidden_size=32, n_embd=32, d_model=32, n_embed=32, embed_dim=32, nu
              mamba_d_state=8, mamba_n_heads=4, mamba_d_head=16, mamba_expand=2, expand=2, time_step_rank=4,
              conv_kernel=4, linear_num_key_heads=2, linear_num_value_heads=4, linear_key_head_dim=8,
              linear_value_head_dim=8, rotary_dim=4, pad_token_id=0)
-MAX_SMALL_PARAMETERS = 3_000_000
+MAX_SMALL_PARAMETERS = 6_000_000
 # Causal-LM mapping entries that are not decoder-only text models: encoders that can be run as decoders
 # (BERT-like, need is_decoder=True), the decoder halves of encoder-decoders, and audio/vision models.
 NOT_DECODER_ONLY_TEXT = {
@@ -180,3 +180,35 @@ def small_loaded(model_type: str) -> LoadedModel:
     description = describe(model, f"tiny-{model_type}", adapter, "fallback", "eager")
     text = model.config.get_text_config()
     return LoadedModel(model, tiny_tokenizer(text.vocab_size), description, adapter)
+
+
+def trace_architecture(model_type: str, prompt: list[int], new: int) -> tuple[str, str]:
+    """("exact" | "mismatch" | "crash" | "not_small", detail): the engine's greedy ids against ``generate``,
+    every payload validated."""
+    from inference import views
+    from inference.engine import GenerationSession
+    from inference.payload import validate_payload
+    from inference.prompting import build_prompt
+    from inference.sampling import SamplingParams
+
+    try:
+        small_model(model_type)
+    except NotSmall as exc:
+        return "not_small", str(exc)[:160]
+    try:
+        loaded = small_loaded(model_type)
+        with torch.no_grad():
+            out = loaded.model.generate(torch.tensor([prompt]), attention_mask=torch.ones(1, len(prompt), dtype=torch.long),
+                                        max_new_tokens=new, min_new_tokens=new, do_sample=False, eos_token_id=None,
+                                        pad_token_id=0)
+        session = GenerationSession(loaded, build_prompt(loaded.tokenizer, input_ids=list(prompt)),
+                                    SamplingParams(temperature=0, max_new_tokens=new))
+        payloads = [views.session_view(session), session.prefill()]
+        while not session.finished:
+            payloads.append(session.step())
+        for payload in payloads + [views.done_view(session)]:
+            validate_payload(payload)
+    except Exception as exc:  # the point of the sweep: any failure is counted and named
+        return "crash", f"{type(exc).__name__}: {str(exc)[:160]}"
+    expected = out[0, len(prompt):].tolist()
+    return ("exact", "") if session.generated == expected else ("mismatch", f"{session.generated} != {expected}")

@@ -9,7 +9,7 @@ from inference.engine import GenerationSession
 from inference.payload import validate_payload
 from inference.prompting import build_prompt
 from inference.sampling import SamplingParams
-from inference.shipped import MANIFEST, SMOLLM2, cache_is_valid, cached_folder, file_sha256
+from inference.shipped import MANIFEST, SMOLLM2, cache_is_valid, cached_folder, file_sha256, gguf_sha256
 
 MESSAGES = [{"role": "user", "content": "Why is the sky blue?"}]
 NEW = 24
@@ -49,6 +49,7 @@ def test_cache_is_keyed_by_the_gguf_and_validated(smollm2):
     manifest = json.loads((folder / MANIFEST).read_text())
     assert manifest["gguf_sha256"] == sha and manifest["sizes"]["model.safetensors"] > 500_000_000
     assert not cache_is_valid(folder, "0" * 64)  # another GGUF: not this cache
+    assert gguf_sha256(SMOLLM2.gguf_path()) == sha  # remembered per (path, size, mtime)
 
 
 def test_a_partial_cache_is_rebuilt(tmp_path, monkeypatch):
