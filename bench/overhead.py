@@ -15,6 +15,9 @@ the serialized frame sizes, and the engine's own per-step timing (forward / capt
 A last section prefills a 512-token prompt on the 135M shape and compares the frame sizes with the
 wire budget (prefill <= 512 KB, decode <= 64 KB; KB = 1024 bytes).
 
+``--only load`` times loading ``--model`` in fresh processes: first with an empty model cache (for
+``smollm2-135m-instruct`` that is the GGUF -> safetensors conversion), then again from the cache.
+
 Models: ``--model`` (default ``bundled``; the real pretrained ``tests/fixtures/models/stories260K`` also
 works) and a randomly initialised SmolLM2-135M-shaped Llama.
 The script prints figures and never asserts times: it exits 0 whatever the numbers are.
@@ -52,7 +55,7 @@ SMOLLM2_135M_SHAPE = dict(
     vocab_size=49152, hidden_size=576, intermediate_size=1536, num_hidden_layers=30, num_attention_heads=9,
     num_key_value_heads=3, max_position_embeddings=2048, tie_word_embeddings=True, rope_theta=100000,
 )
-PARTS = ("model", "135m", "frames512")
+PARTS = ("model", "135m", "frames512", "load")
 
 
 def log(message: str) -> None:
@@ -84,7 +87,7 @@ def random_135m(device: str) -> LoadedModel:
     model.to(device=dev, dtype=dtype).eval()
     tokenizer = stand_in_tokenizer(config.vocab_size)
     template_source = chat_template_source(tokenizer, str(ROOT / "bench"))  # no template: the fallback
-    adapter = adapter_for(model.config)
+    adapter = adapter_for(model)
     description = describe(model, RANDOM_SPEC, adapter, template_source, "eager")
     log(f"built {RANDOM_SPEC}: {description.parameters:,} parameters on {dev} ({description.dtype}) "
         f"in {time.perf_counter() - started:.1f}s")
@@ -103,6 +106,24 @@ def load_named(spec: str, device: str) -> tuple[LoadedModel | None, str | None]:
 
 
 # -- runs ---------------------------------------------------------------------------------------------
+def load_times(spec: str, device: str) -> dict:
+    """Seconds to load ``spec`` in a fresh process: with an empty cache (conversion), then cached."""
+    import os
+    import subprocess
+    import tempfile
+
+    code = ("import time; t = time.perf_counter(); from inference.loading import load_model; "
+            f"load_model({spec!r}, device={device!r}); print(time.perf_counter() - t)")
+    times = {}
+    with tempfile.TemporaryDirectory() as cache:
+        env = {**os.environ, "EXPLAINER_CACHE_DIR": cache, "HF_HUB_OFFLINE": "1"}
+        for label in ("first_load_s", "cached_load_s"):
+            out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, check=True)
+            times[label] = round(float(out.stdout.strip().splitlines()[-1]), 2)
+            log(f"{spec}: {label} {times[label]} s")
+    return {"model": spec, **times}
+
+
 def sync(device: torch.device) -> None:
     if device.type == "cuda":
         torch.cuda.synchronize(device)
@@ -328,6 +349,13 @@ def main(argv=None) -> int:
             if not args.json:
                 print_model(r)
             del loaded
+
+    if "load" in parts:
+        result["load"] = load_times(args.model, args.device)
+        if not args.json:
+            r = result["load"]
+            print(f"\n== loading {r['model']} in a fresh process (imports included): first {r['first_load_s']} s "
+                  f"(empty cache: converts a GGUF), cached {r['cached_load_s']} s")
 
     if parts & {"135m", "frames512"}:
         loaded = random_135m(args.device)

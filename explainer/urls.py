@@ -7,6 +7,7 @@ from explainer import embeds, host, views
 urlpatterns = [
     path("", views.index, name="index"),
     path("healthz", views.healthz, name="healthz"),
+    path("api/model", views.model_progress, name="model_progress"),
     path("api/runs", views.create_run, name="create_run"),
     path("api/runs/<str:run_id>", views.get_run, name="get_run"),
     path("runs/<str:run_id>", views.replay_page, name="replay"),

@@ -17,6 +17,13 @@ def index(request):
     return render(request, "index.html", {"model": status}, status=200 if status["ok"] else 503)
 
 
+def model_progress(request):
+    """The model's load state for the page while it loads: never waits for the load."""
+    status = model_registry.page_status(wait_s=0)
+    return JsonResponse({"loading": bool(status.get("loading")), "ok": status["ok"], "progress": status.get("progress"),
+                         "error": status["error"], "name": (status["description"] or {}).get("name")})
+
+
 def healthz(request):
     """Health check that also proves the model loaded."""
     status = model_registry.model_status()

@@ -1,21 +1,45 @@
-"""One small adapter per model family: what differs between architectures, and nothing else.
+"""What differs between architectures, found from the model itself rather than from fixed attribute names.
 
-The step engine never asks "which architecture is this?"; it asks the adapter for the token
-embedding table, the position scheme, the final norm and the LM head.
+The step engine never asks "which architecture is this?"; it asks the adapter for the decoder layers,
+the token embedding table, the position scheme, the modules between the last layer and the LM head
+(the final norm), and which stages the model has at all. ``adapter_for(model)`` finds them once: the
+layer list by shape, the embeddings with ``get_input_embeddings``/``get_output_embeddings``, the final
+norm by watching one tiny forward pass, and sizes from ``config.get_text_config()``.
 """
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
+
+NO_CACHE_NOTE = "this model keeps no KV cache: every step runs the whole sequence again"
+
+
+class UnsupportedModel(RuntimeError):
+    """A model the explainer cannot trace; the message names the architecture and the missing part."""
+
+
+def text_config(config):
+    """The text part of a config (a multimodal config's text_config; a text config itself)."""
+    try:
+        return config.get_text_config()
+    except (AttributeError, ValueError):
+        return config
 
 
 @dataclass(frozen=True)
 class FamilyAdapter:
     family: str
-    position_scheme: str  # "learned" (a vector per position is added) or "rotary" (q/k are rotated)
-    embedding_scale: bool = False  # Gemma multiplies embeddings by sqrt(hidden_size)
+    position_scheme: str  # "learned" (a vector per position is added), "rotary" (q/k are rotated) or "none"
+    embedding_scale: bool = False  # multiplied by sqrt(hidden) outside the embedding module (older Gemma code)
+    layers_path: str = ""  # the decoder layer list, as a submodule name
+    final_paths: tuple[str, ...] = ()  # what runs between the last layer and the LM head, in order
+    positions_path: str | None = None  # the learned position table
+    has_cache: bool = True  # False: the model returns no cache (openai-gpt), so every step re-runs the sequence
+    attention_layers: tuple[int, ...] | None = None  # decoder layers that return attention weights; None = all
+    notes: dict = field(default_factory=dict)  # stage -> what this model does instead (absent stages only)
+    lens_ok: bool = True  # the final modules + head read any layer's residual (else only the last layer's)
 
     def backbone(self, model):
         return getattr(model, model.base_model_prefix)
@@ -24,89 +48,106 @@ class FamilyAdapter:
         return model.get_input_embeddings()
 
     def embed(self, model, input_ids: torch.Tensor) -> torch.Tensor:
-        """The looked-up embedding rows, as the first layer receives them (before positions)."""
+        """The looked-up embedding rows (before positions)."""
         table = self.token_embeddings(model)
         rows = table(input_ids)  # (batch, seq, hidden)
         # transformers 5's Gemma embedding module (…ScaledWordEmbedding) already multiplies by its embed_scale
         if self.embedding_scale and not hasattr(table, "embed_scale"):
-            rows = rows * torch.tensor(math.sqrt(model.config.hidden_size), dtype=rows.dtype)
+            rows = rows * torch.tensor(math.sqrt(text_config(model.config).hidden_size), dtype=rows.dtype)
         return rows
 
     def layer_input(self, model, input_ids: torch.Tensor, first_position: int) -> torch.Tensor:
-        """What layer 0 receives: embedding rows, plus learned position vectors where the family adds them."""
+        """Embedding rows plus learned position vectors where the family adds them (the engine records
+        what layer 0 really receives with a hook; this is the explanation of it)."""
         rows = self.embed(model, input_ids)  # (batch, seq, hidden)
         positions = torch.arange(first_position, first_position + input_ids.shape[-1], device=rows.device)
-        learned = self.position_vectors(model, positions)  # (seq, hidden) or None for rotary models
+        learned = self.position_vectors(model, positions)  # (seq, hidden) or None
         return rows if learned is None else rows + learned
 
     def final_norm(self, model) -> torch.nn.Module:
-        backbone = self.backbone(model)
-        return getattr(backbone, "norm", None) or getattr(backbone, "ln_f", None) or backbone.final_layernorm
+        """The modules between the last layer and the LM head, as one callable."""
+        modules = [model.get_submodule(path) for path in self.final_paths]
+        return modules[0] if len(modules) == 1 else torch.nn.Sequential(*modules)
 
     def layers(self, model) -> list[torch.nn.Module]:
-        backbone = self.backbone(model)
-        return list(getattr(backbone, "layers", None) or backbone.h)
+        return list(model.get_submodule(self.layers_path))
 
     def position_vectors(self, model, positions: torch.Tensor) -> torch.Tensor | None:
-        """Learned position vectors (batch, seq, hidden), or None for rotary models."""
-        return None
+        """Learned position vectors (seq, hidden), or None when the model adds none."""
+        if self.positions_path is None:
+            return None
+        table = model.get_submodule(self.positions_path)
+        offset = getattr(table, "offset", 0)  # OPT and BioGPT keep 2 spare rows at the start
+        return table.weight[positions.to(table.weight.device) + offset]
 
     def rotary_angles(self, model, positions: torch.Tensor) -> torch.Tensor | None:
-        """Rotation angle per (position, frequency pair) in radians, (seq, head_dim // 2)."""
-        rotary = getattr(self.backbone(model), "rotary_emb", None)
+        """Rotation angle per (position, frequency pair) in radians, (seq, rotary_dim // 2)."""
+        if self.position_scheme != "rotary":
+            return None
+        rotary = next((m for m in model.modules() if isinstance(getattr(m, "inv_freq", None), torch.Tensor)), None)
         inv_freq = getattr(rotary, "inv_freq", None)  # the model's own frequencies (rope scaling included)
         if inv_freq is None:
-            config = model.config
-            head_dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
-            rotary_dim = int(head_dim * partial_rotary_factor(config))
+            config = text_config(model.config)
+            rotary_dim = int(head_dim_of(config) * partial_rotary_factor(config))
+            rotary_dim = setting(config, "rotary_dim") or rotary_dim  # GPT-J, CodeGen
             theta = rope_theta(config)
             inv_freq = 1.0 / (theta ** (torch.arange(0, rotary_dim, 2, dtype=torch.float32) / rotary_dim))
         inv_freq = inv_freq.detach().float().to(positions.device)
         return positions.float()[:, None] * inv_freq[None, :]  # (seq, rotary_dim // 2)
 
     def sliding_window(self, config) -> int | None:
-        return getattr(config, "sliding_window", None) if getattr(config, "use_sliding_window", True) else None
+        config = text_config(config)
+        window = setting(config, "sliding_window") if setting(config, "use_sliding_window", True) else None
+        return window if isinstance(window, int) else None
 
     def context_window(self, config) -> int:
-        return getattr(config, "max_position_embeddings", None) or config.n_positions
+        config = text_config(config)
+        for name in ("max_position_embeddings", "n_positions", "max_seq_len", "seq_length", "n_ctx"):
+            value = setting(config, name)
+            if isinstance(value, int) and value > 0:
+                return value
+        return 2048  # recurrent models (Mamba, RWKV) have no limit in their config; a bound for the page
 
 
-@dataclass(frozen=True)
-class LearnedPositionsAdapter(FamilyAdapter):
-    def position_vectors(self, model, positions):
-        return self.backbone(model).wpe(positions)  # (seq, hidden)
+def setting(config, name: str, default=None):
+    """A config value, or ``default`` where the config has none or keeps it per layer (it raises then)."""
+    try:
+        value = getattr(config, name, default)
+    except Exception:  # transformers: a per-layer attribute read globally is ambiguous
+        return default
+    return default if value is None else value
 
-    def rotary_angles(self, model, positions):
-        return None
+
+def head_dim_of(config) -> int:
+    config = text_config(config)
+    heads = setting(config, "num_attention_heads")
+    return setting(config, "head_dim") or (setting(config, "hidden_size", 0) // heads if heads else 0)
 
 
 def partial_rotary_factor(config) -> float:
     """Share of each head's dims that is rotated (Phi: 0.5); transformers 5 keeps it in rope_parameters."""
-    params = getattr(config, "rope_parameters", None) or {}
+    params = setting(config, "rope_parameters") or {}
     if isinstance(params, dict) and "partial_rotary_factor" in params:
         return float(params["partial_rotary_factor"])
-    return float(getattr(config, "partial_rotary_factor", None) or 1.0)
+    return float(setting(config, "partial_rotary_factor") or 1.0)
 
 
 def rope_theta(config) -> float:
-    params = getattr(config, "rope_parameters", None) or {}
+    config = text_config(config)
+    params = setting(config, "rope_parameters") or {}
     if isinstance(params, dict) and "rope_theta" in params:
         return float(params["rope_theta"])
-    return float(getattr(config, "rope_theta", 10000.0))
+    return float(setting(config, "rope_theta") or 10000.0)
 
 
-ADAPTERS = {
-    "gpt2": LearnedPositionsAdapter("gpt2", "learned"),
-    "llama": FamilyAdapter("llama", "rotary"),
-    "qwen2": FamilyAdapter("qwen2", "rotary"),
-    "mistral": FamilyAdapter("mistral", "rotary"),
-    "gemma": FamilyAdapter("gemma", "rotary", embedding_scale=True),
-    "gemma2": FamilyAdapter("gemma2", "rotary", embedding_scale=True),
-    "phi": FamilyAdapter("phi", "rotary"),
-    "phi3": FamilyAdapter("phi3", "rotary"),
-}
+# Families whose embedding scale is applied outside the embedding module in older code paths.
+SCALED_EMBEDDINGS = {"gemma", "gemma2"}
 
 
-def adapter_for(config) -> FamilyAdapter:
-    """The family's adapter; unknown families get the rotary default (most current causal LMs)."""
-    return ADAPTERS.get(config.model_type, FamilyAdapter(config.model_type, "rotary"))
+def adapter_for(model) -> FamilyAdapter:
+    """The adapter of a loaded model, its parts found from the model (see inference/discovery.py)."""
+    from .discovery import discover
+
+    if not isinstance(model, torch.nn.Module):
+        raise TypeError("adapter_for takes the model (its parts are found by looking at it), not a config")
+    return discover(model, FamilyAdapter, SCALED_EMBEDDINGS)

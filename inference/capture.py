@@ -17,13 +17,22 @@ LENS_COST_SHARE = 0.08  # otherwise: intermediate layers read so the lens costs 
 
 @contextmanager
 def residual_stream(model, adapter: FamilyAdapter):
-    """Record each decoder layer's output (the residual stream); hooks are always removed."""
+    """Record what layer 0 receives, then each decoder layer's output (the residual stream); hooks are
+    always removed. Models that loop over their layers (several passes) keep the last pass."""
     outputs: list[torch.Tensor] = []
+    layers = adapter.layers(model)
+
+    def record_input(_module, args, kwargs):
+        if not outputs:
+            outputs.append(args[0] if args else kwargs.get("hidden_states", next(iter(kwargs.values()), None)))
 
     def record(_module, _inputs, output):
-        outputs.append(output[0] if isinstance(output, tuple) else output)  # (batch, seq, hidden)
+        outputs.append(output[0] if isinstance(output, (tuple, list)) else output)  # (batch, seq, hidden)
+        if len(outputs) > len(layers) + 1:  # a second pass over the layers: keep the latest
+            del outputs[1]
 
-    handles = [layer.register_forward_hook(record) for layer in adapter.layers(model)]
+    handles = [layers[0].register_forward_pre_hook(record_input, with_kwargs=True)]
+    handles += [layer.register_forward_hook(record) for layer in layers]
     try:
         yield outputs
     finally:
@@ -57,6 +66,10 @@ def logit_lens(model, adapter: FamilyAdapter, residuals: torch.Tensor, layers: l
     residuals: (layers, hidden). The last layer's lens is the model's own logits: pass them to reuse them.
     """
     last = residuals.shape[0] - 1
+    if not adapter.lens_ok:  # intermediate layers cannot be read through this model's head
+        layers = [layer for layer in layers if layer == last] if final_logits is not None else []
+    if not layers:
+        return []
     reuse = final_logits is not None and last in layers
     read = [layer for layer in layers if not (reuse and layer == last)]
     logits = model.get_output_embeddings()(adapter.final_norm(model)(residuals[read])).float() if read else None  # (read, vocab)

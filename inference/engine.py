@@ -13,11 +13,11 @@ from __future__ import annotations
 import time
 
 import torch
-from transformers import DynamicCache
 from transformers.cache_utils import DynamicLayer
 
 from . import views
 from .capture import lens_layers, residual_stream
+from .discovery import is_attention
 from .kept import KeptSteps
 from .kvstats import cache_stats
 from .loading import LoadedModel
@@ -49,6 +49,8 @@ class GenerationSession:
                                      f"({params.max_new_tokens}) exceeds the context window ({window})", "context_window")
         d = self.description
         self.lens_layers = lens_layers(d.layers, d.vocab_size, lens, d.parameters, d.hidden_size)
+        if not self.adapter.lens_ok:
+            self.lens_layers = [d.layers - 1]  # read from the model's own logits
         self.kept = KeptSteps(keep_budget_bytes) if keep_budget_bytes else KeptSteps()
         self.eos_ids = eos_token_ids(loaded)
         self.special_ids = set(self.tokenizer.all_special_ids)
@@ -56,7 +58,7 @@ class GenerationSession:
 
     def _reset(self) -> None:
         self.ids = list(self.prompt.ids)  # every token so far: prompt, then generated
-        self.cache = DynamicCache(config=self.model.config)
+        self.cache = None  # the model makes the cache it needs (dynamic, sliding, recurrent) on the first forward
         self.step_index = 0
         self.pending = None  # the last forward's capture: what the next step samples from
         self.finished: str | None = None
@@ -75,19 +77,24 @@ class GenerationSession:
     # -- forward passes ---------------------------------------------------------------------------
     @torch.no_grad()
     def _forward(self, new_ids: list[int]) -> dict:
-        """Run new_ids through the model on top of the cache; capture attentions and residuals."""
-        input_ids = torch.tensor([new_ids], device=self.model.device)  # (1, new)
+        """Run new_ids through the model on top of the cache; capture attentions and residuals.
+
+        A model without a cache (adapter.has_cache False) reads the whole sequence every time."""
+        cached = self.adapter.has_cache
+        input_ids = torch.tensor([new_ids if cached else self.ids], device=self.model.device)  # (1, new)
         with residual_stream(self.model, self.adapter) as residuals:
             t0 = time.perf_counter()
-            out = self.model(input_ids=input_ids, cache=self.cache, use_cache=True, output_attentions=True, logits_to_keep=1)
+            out = self.model(input_ids=input_ids, cache=self.cache if cached else None, use_cache=cached,
+                             output_attentions=True, logits_to_keep=1)
             synchronize(self.model.device)
             t1 = time.perf_counter()
-        self.cache = out.cache
-        embedded = self.adapter.layer_input(self.model, input_ids, len(self.ids) - len(new_ids))[0]  # (new, hidden)
-        hidden = torch.stack([embedded, *[r[0] for r in residuals]])  # (layers + 1, new, hidden)
-        attentions = [a[0] for a in out.attentions]  # layers x (heads, new, keys); stacked only where small
+        self.cache = out.cache if cached else None
+        hidden = torch.stack([r[0] for r in residuals])  # (layers + 1, new, hidden): layer 0's input, each output
+        # layers x (heads, new, keys), stacked only where small; models without attention return none
+        attentions = aligned_attentions(getattr(out, "attentions", None), input_ids.shape[1], len(self.ids), self.description.layers)
+        last_attn = torch.stack([a[:, -1] for a in attentions]) if attentions else torch.zeros(0, 0, input_ids.shape[1])
         return {"logits": out.logits[0, -1].float(), "attentions": attentions, "hidden": hidden,
-                "last_attn": torch.stack([a[:, -1] for a in attentions]),  # (layers, heads, keys)
+                "last_attn": last_attn,  # (layers, heads, keys)
                 "forward_ms": (t1 - t0) * 1e3, "ended_at": t1}
 
     def prefill(self) -> dict:
@@ -97,7 +104,7 @@ class GenerationSession:
         forward = self._forward(self.ids)
         payload = views.prefill_view(self, forward)
         attention_bytes = sum(a.numel() for a in forward["attentions"]) * 2
-        full_attention = torch.stack(forward["attentions"]).half() if attention_bytes <= self.kept.budget // 2 else None
+        full_attention = torch.stack(forward["attentions"]).half() if 0 < attention_bytes <= self.kept.budget // 2 else None
         self.kept.put(0, attn=full_attention, hidden=forward["hidden"].half(), logits=forward["logits"])
         payload["timing"]["capture_ms"] = round((time.perf_counter() - forward["ended_at"]) * 1e3, 3)
         self.pending = self._pending(forward, "prefill")
@@ -165,12 +172,14 @@ class GenerationSession:
 
     @torch.no_grad()
     def _truncate_cache(self, length: int) -> None:
-        """Keep the first ``length`` positions; sliding-window layers that dropped keys are rebuilt."""
+        """Keep the first ``length`` positions; sliding-window or recurrent layers are rebuilt."""
+        if not self.adapter.has_cache:
+            return
         if all(type(layer) is DynamicLayer for layer in self.cache.layers):
             self.cache.crop(-(self.cache.get_seq_length() - length))
             return
-        self.cache = DynamicCache(config=self.model.config)
-        self.model(input_ids=torch.tensor([self.ids[:length]], device=self.model.device), cache=self.cache, use_cache=True)
+        ids = torch.tensor([self.ids[:length]], device=self.model.device)
+        self.cache = self.model(input_ids=ids, use_cache=True, logits_to_keep=1).cache
 
     # -- text and stopping ------------------------------------------------------------------------
     def _decoded_text(self) -> str:
@@ -201,13 +210,22 @@ class GenerationSession:
         return text
 
     def kv(self) -> dict:
-        return cache_stats(self.cache, self.description.context_window)
+        return cache_stats(self.cache, self.description.context_window, 
+                           seen=len(self.ids) - (self.step_index > 0))  # the last sampled token is not fed yet
 
     def close(self) -> None:
         """Free the cache and kept tensors (the session's only large state)."""
-        self.cache, self.pending = DynamicCache(config=self.model.config), None
+        self.cache, self.pending = None, None
         self.kept.clear()
         self.finished = self.finished or "stopped"
+
+
+def aligned_attentions(returned, new: int, seen: int, layers: int) -> list[torch.Tensor]:
+    """Each attention layer's weights (heads, new, keys), left-padded with zeros to the most keys any layer
+    read, so sliding-window layers line up with full ones on the same (most recent) positions."""
+    weights = [a[0] for a in (returned or ()) if is_attention(a, new, seen)][-layers:]  # looped models: last pass
+    keys = max((w.shape[-1] for w in weights), default=0)
+    return [torch.nn.functional.pad(w, (keys - w.shape[-1], 0)) if w.shape[-1] < keys else w for w in weights]
 
 
 def synchronize(device: torch.device) -> None:
@@ -218,7 +236,8 @@ def synchronize(device: torch.device) -> None:
 
 def eos_token_ids(loaded: LoadedModel) -> set[int]:
     ids = set()
-    for source in (loaded.model.generation_config.eos_token_id, loaded.model.config.eos_token_id, loaded.tokenizer.eos_token_id):
+    config = loaded.model.config
+    for source in (loaded.model.generation_config.eos_token_id, getattr(config, "eos_token_id", None), loaded.tokenizer.eos_token_id):
         if source is not None:
             ids.update(source if isinstance(source, (list, tuple)) else [source])
     return ids

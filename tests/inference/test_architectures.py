@@ -314,3 +314,4 @@ def test_description_of_the_families():
         assert d.attn_implementation == "eager" and loaded_for(arch).model.config._attn_implementation == "eager"
         if arch != "mistral":
             assert d.sliding_window is None
+

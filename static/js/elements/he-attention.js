@@ -61,6 +61,13 @@ class HeAttention extends HeElement {
   render(state) {
     const pre = state.prefill;
     if (!pre?.attention) { this.#ui = null; this.replaceChildren(el("p", { class: "he-empty" }, "Press play: attention weights appear here.")); return; }
+    if (pre.attention.layers === 0) {  // a model without attention (Mamba, RWKV): say what it does instead
+      const note = state.model?.absent_stages?.attention || "this model has no attention layers";
+      this.#ui = null;
+      this.dataset.layers = "0";
+      this.replaceChildren(el("p", { class: "he-empty he-absent" }, `No attention to draw: ${note}.`));
+      return;
+    }
     const ui = this.#skeleton();
     if (!ui.root[0].isConnected) this.replaceChildren(...ui.root);
     const A = pre.attention;

@@ -1,0 +1,34 @@
+// While the server loads its model (the first start converts SmolLM2's GGUF), show how far it got.
+const POLL_MS = 1000;
+
+async function poll(box) {
+  const text = box.querySelector(".model-progress");
+  const bar = box.querySelector(".model-progress-bar");
+  for (;;) {
+    let state;
+    try {
+      const response = await fetch("/api/model", { credentials: "same-origin" });
+      state = await response.json();
+    } catch {
+      await new Promise((resolve) => setTimeout(resolve, POLL_MS * 3));
+      continue;
+    }
+    if (state.error) { text.textContent = `The model could not be loaded: ${state.error}`; return; }
+    if (!state.loading) {
+      text.textContent = `Loaded${state.name ? `: ${state.name}` : ""}. Press Play.`;
+      bar.value = 1;
+      box.dataset.loaded = "true";
+      return;
+    }
+    if (state.progress) { text.textContent = state.progress.what; bar.value = state.progress.done; }
+    await new Promise((resolve) => setTimeout(resolve, POLL_MS));
+  }
+}
+
+function init() {
+  const box = document.querySelector(".model-loading");
+  if (box) poll(box);
+}
+
+if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", init);
+else init();
