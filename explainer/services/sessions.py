@@ -13,6 +13,7 @@ from explainer.services import checks, limits, measurements, model_registry, wor
 from explainer.services.capacity import generating
 from explainer.services.executors import queue_depth, run_on
 from inference.engine import GenerationSession, SessionError
+from inference.frames import split_message
 from inference.kept import NotKept
 from inference.loading import ModelNotAvailable
 from inference.ondemand import DetailError, detail, retemper
@@ -66,11 +67,14 @@ class VisitorRun:
         self.running = asyncio.Event()  # set = keep stepping, clear = paused
         self.holds_slot = False
         self.device = "cpu"
+        self.sending = asyncio.Lock()  # a split message's parts go out back to back
 
     async def send(self, message: dict) -> None:
-        """Every message of this run goes out here, counted for the outbound window."""
-        self.window.count_sent()
-        await self.deliver(message)
+        """Every message of this run goes out here, cut under the send cap, each frame counted for the window."""
+        async with self.sending:
+            for frame in split_message(message, settings.EXPLAINER_MAX_SEND_BYTES):
+                self.window.count_sent()
+                await self.deliver(frame)
 
     async def start(self, message: dict) -> None:
         fields = prompt_fields(message)
