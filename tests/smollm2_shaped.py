@@ -18,12 +18,16 @@ SMOLLM2_135M_SHAPES = dict(num_hidden_layers=30, hidden_size=576, num_attention_
                            max_position_embeddings=8192, rope_theta=100000.0)
 
 
-def save_smollm2_shaped(folder: Path) -> Path:
-    """Write the model (float16 on disk, to keep it small) and the bundled tokenizer into ``folder``."""
+def save_smollm2_shaped(folder: Path, **overrides) -> Path:
+    """Write the model (float16 on disk, to keep it small) and the bundled tokenizer into ``folder``.
+
+    ``overrides`` change config fields that no payload shows (e.g. intermediate_size, the MLP's width), to make
+    long test sweeps cheaper without changing a single message size.
+    """
     if (folder / "config.json").exists():
         return folder
     torch.manual_seed(0)
-    config = LlamaConfig(**SMOLLM2_135M_SHAPES, bos_token_id=None, eos_token_id=1, pad_token_id=0)
+    config = LlamaConfig(**{**SMOLLM2_135M_SHAPES, **overrides}, bos_token_id=None, eos_token_id=1, pad_token_id=0)
     model = AutoModelForCausalLM.from_config(config).to(torch.float16)
     model.save_pretrained(folder)
     for name in ("tokenizer.json", "tokenizer_config.json"):

@@ -114,7 +114,29 @@ def bundled_prefill():
 # ---- every prompt length on the real Daphne -------------------------------------------------------------
 @pytest.fixture(scope="module")
 def smollm2_shaped(tmp_path_factory) -> Path:
-    return save_smollm2_shaped(tmp_path_factory.mktemp("smollm2-shaped"))
+    """SmolLM2-135M's shapes, but an MLP 64 wide: the MLP's width is in no payload, and 56 runs on 2 cores add up."""
+    return save_smollm2_shaped(tmp_path_factory.mktemp("smollm2-shaped"), intermediate_size=64)
+
+
+def test_smollm2_frames_at_the_prompt_cap_and_at_the_longest_context(tmp_path):
+    """Exact SmolLM2-135M shapes: a 384-token prefill, and a decode step reading 384 + 256 keys (the longest run)."""
+    from inference.engine import GenerationSession
+    from inference.sampling import SamplingParams
+    loaded = load_model(str(save_smollm2_shaped(tmp_path / "smollm2")), device="cpu")
+    sizes = {}
+    for tokens, kind in ((PROMPT_CAP, "prefill"), (PROMPT_CAP + 256 - 2, "step")):
+        session = GenerationSession(loaded, build_prompt(loaded.tokenizer, text=prompt_text(tokens)),
+                                    SamplingParams.from_dict({"max_new_tokens": 2, "temperature": 0}))
+        payload = session.prefill() if kind == "prefill" else [session.prefill(), session.step(), session.step()][-1]
+        frames = split_message(payload, SEND_CAP)
+        assert join_message(frames) == json.loads(json.dumps(payload))
+        sizes[kind] = [encoded_size(f) for f in frames]
+        keys = payload["attention"].get("keys")
+    assert keys == PROMPT_CAP + 255  # what the last step of a 384-token prompt and 256 new tokens reads
+    print(f"\nSmolLM2-135M shapes, frames in bytes: 384-token prefill {sizes['prefill']}; step over "
+          f"{keys} keys {sizes['step']}")
+    assert len(sizes["prefill"]) > 1 and max(sizes["prefill"]) <= PREFILL_BUDGET
+    assert max(sizes["step"]) <= DECODE_BUDGET
 
 
 @pytest.mark.parametrize("model", ["bundled", "smollm2_shaped"])
