@@ -39,6 +39,7 @@ from .loading import LoadedModel, load_model
 DRAFT_DIR = Path(__file__).resolve().parent / "bundled_draft"
 NGRAM = "ngram"  # the draft spec for prompt lookup
 NGRAM_SIZE = 3  # the longest suffix looked up (transformers' max_matching_ngram_size)
+NGRAM_MIN = 2  # the shortest (vLLM's prompt_lookup_min): a 1-token match proposes mostly wrong guesses
 
 
 class CachedModel:
@@ -117,12 +118,15 @@ class NgramDraft:
 
     forward_passes = 0
 
-    def __init__(self, vocab_size: int, eos_ids: set[int], ngram_size: int = NGRAM_SIZE):
-        self.vocab_size, self.eos_ids, self.ngram_size = vocab_size, eos_ids, ngram_size
+    def __init__(self, vocab_size: int, eos_ids: set[int], ngram_size: int = NGRAM_SIZE, min_size: int = NGRAM_MIN):
+        self.vocab_size, self.eos_ids, self.ngram_size, self.min_size = vocab_size, eos_ids, ngram_size, min_size
         self.lookups = 0
 
     def propose(self, ids: list[int], k: int, temperature: float, generator) -> tuple[list[int], torch.Tensor]:
-        """Up to k ids that followed the latest suffix match (none: an ordinary decode step); one-hot q."""
+        """Up to k ids that followed the first earlier match of the longest suffix (none: an ordinary decode
+        step); one-hot q."""
+        if not suffix_seen(ids, self.min_size):
+            return [], torch.zeros(0, self.vocab_size)
         lookup = PromptLookupCandidateGenerator(
             eos_token_id=torch.tensor(sorted(self.eos_ids)) if self.eos_ids else None, num_output_tokens=k,
             max_matching_ngram_size=self.ngram_size, max_length=len(ids) + k + 1)
@@ -134,6 +138,12 @@ class NgramDraft:
 
     def rewind(self, length: int) -> None:
         """Nothing cached."""
+
+
+def suffix_seen(ids: list[int], n: int) -> bool:
+    """Whether the last n ids occur earlier in ids."""
+    tail = ids[-n:]
+    return len(ids) > n and any(ids[i:i + n] == tail for i in range(len(ids) - n))
 
 
 class ModelDraft(CachedModel):

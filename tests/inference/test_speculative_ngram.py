@@ -44,12 +44,13 @@ def test_ngram_copies_repeated_text_and_saves_target_passes(looping):
         assert r["emitted"][: r["accepted"]] == r["proposed"][: r["accepted"]]
 
 
-def test_proposals_come_from_the_latest_match_of_the_suffix():
+def test_proposals_follow_an_earlier_match_of_the_suffix():
     draft = NgramDraft(vocab_size=50, eos_ids={49})
     proposed, q = draft.propose([1, 2, 3, 4, 5, 9, 9, 2, 3], k=3, temperature=0, generator=None)
     assert proposed == [4, 5, 9] and q.argmax(-1).tolist() == [4, 5, 9] and q.sum().item() == 3
     assert draft.propose([1, 2, 3, 49, 7, 2, 3], k=3, temperature=0, generator=None)[0] == []  # never copies an EOS
     assert draft.propose([1, 2, 3], k=3, temperature=0, generator=None)[0] == []  # nothing earlier to copy
+    assert draft.propose([1, 2, 3, 4, 9, 3], k=3, temperature=0, generator=None)[0] == []  # a 1-token match is too weak
 
 
 def test_copied_tokens_keep_the_target_distribution_when_sampling():
