@@ -38,6 +38,10 @@ def prompt_text(tokens: int) -> str:
 
 
 # ---- the splitter -------------------------------------------------------------------------------------
+def test_the_send_cap_is_the_default_and_under_daphnes(settings):
+    assert settings.EXPLAINER_MAX_SEND_BYTES == SEND_CAP < int(daphne_flag("--websocket-max-message-size"))
+
+
 def test_a_message_that_fits_goes_out_as_it_is():
     message = {"type": "step", "text": "x" * 100}
     assert split_message(message, 1000) == [message]
