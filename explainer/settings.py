@@ -138,6 +138,10 @@ EXPLAINER_MAX_SESSIONS = int(os.environ.get("EXPLAINER_MAX_SESSIONS", "8"))  # g
 EXPLAINER_MAX_PROMPT_TOKENS = int(os.environ.get("EXPLAINER_MAX_PROMPT_TOKENS", "384"))
 EXPLAINER_MAX_NEW_TOKENS = int(os.environ.get("EXPLAINER_MAX_NEW_TOKENS", "256"))
 EXPLAINER_MAX_FRAME_BYTES = int(os.environ.get("EXPLAINER_MAX_FRAME_BYTES", str(64 * 1024)))
+# The largest message the server sends, by its encoded size: Daphne/autobahn applies its
+# --websocket-max-message-size (131072 in the Makefile) to outgoing messages too, so larger ones are split
+# into a head and `part` messages (docs/protocol.md, "Messages larger than the send cap").
+EXPLAINER_MAX_SEND_BYTES = int(os.environ.get("EXPLAINER_MAX_SEND_BYTES", "64000"))
 # Hardening (docs/protocol.md, "Limits and flow control"): frames per second per socket (token bucket),
 # open sockets per client address, the proxies whose X-Forwarded-For is believed, how many messages a
 # run may send ahead of its client's `ack`, and how many model calls may wait for the device before

@@ -3,6 +3,7 @@
     python -m inference trace --model bundled --prompt "What does mole mean?" --max-new-tokens 16
     python -m inference kv --config bundled --dtype float16 --tokens 2048
     python -m inference speculative --target bundled --draft inference/bundled_draft --prompt "What is a mole?" --k 4
+    python -m inference speculative --target bundled --draft ngram --prompt "What is a mole?" --k 4
     python -m inference batch --model bundled --prompt "What is a mole?" --batch-sizes 1,2,4,8
     python -m inference quantize --model bundled --bits 8 --prompt "What is a mole?"
     python -m inference schema
@@ -68,7 +69,10 @@ def speculative(args) -> int:
     from .loading import load_model
     from .speculative import speculative_report
 
-    target, draft = load_model(args.target, device=args.device), load_model(args.draft, device=args.device)
+    from .speculative import NGRAM
+
+    target = load_model(args.target, device=args.device)
+    draft = NGRAM if args.draft == NGRAM else load_model(args.draft, device=args.device)
     emit(speculative_report(target, draft, prompt_ids(target, args), args.max_new_tokens, args.k,
                             temperature=args.temperature, seed=args.seed))
     return 0
@@ -136,7 +140,8 @@ def parser() -> argparse.ArgumentParser:
     k.set_defaults(func=kv)
     sp = sub.add_parser("speculative", help="speculative decoding: a draft proposes k tokens, the target checks them")
     sp.add_argument("--target", required=True)
-    sp.add_argument("--draft", required=True)
+    sp.add_argument("--draft", required=True, help="a draft model (folder or spec) sharing the target's vocabulary, "
+                    "or ngram: prompt lookup, proposals copied from earlier in the sequence")
     sp.add_argument("--k", type=int, default=4)
     sp.add_argument("--temperature", type=float, default=0.0)
     sp.add_argument("--seed", type=int, default=0)

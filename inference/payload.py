@@ -103,7 +103,14 @@ SCHEMA: dict[str, dict] = {
     "serving": {
         "type": ("str", "\"serving\""), "schema_version": ("int", ""),
         "what": ("str", "prefill_decode | kv | capacity | batch | speculative | quantize"),
-        "data": ("object", "measured on this server. prefill_decode: inference.serving.prefill_decode (rows [{prompt_tokens, prefill_ms, decode_ms}], parameters, weight_bytes, kv_bytes_per_token, flops_per_token, decode_intensity, prefill_intensity{P}, prefill_tokens_per_s{P}, decode_tokens_per_s); kv: {dtype, tokens[], rows [{key, name, source, layers, query_heads, kv_heads, head_dim, context_window, sliding_window, bytes_per_token, formula, totals [{tokens, total_bytes}]}], formula}; capacity: {memory_bytes, context_tokens, dtype, weight_bytes, kv_bytes_per_visitor, visitors}; batch: inference.batching.batch_experiment; speculative: inference.speculative.speculative_report (with pieces {id: text} for every id it names); quantize: inference.quantize.quantize_experiment"),
+        "data": ("object", "measured on this server. prefill_decode: inference.serving.prefill_decode (rows [{prompt_tokens, prefill_ms, decode_ms}], parameters, weight_bytes, kv_bytes_per_token, flops_per_token, decode_intensity, prefill_intensity{P}, prefill_tokens_per_s{P}, decode_tokens_per_s); kv: {dtype, tokens[], rows [{key, name, source, layers, query_heads, kv_heads, head_dim, context_window, sliding_window, bytes_per_token, formula, totals [{tokens, total_bytes}]}], formula}; capacity: {memory_bytes, context_tokens, dtype, weight_bytes, kv_bytes_per_visitor, visitors}; batch: inference.batching.batch_experiment; speculative: inference.speculative.speculative_report (method draft_model / ngram, ngram_size, proposed, acceptance_rate, target_forward_passes, draft_forward_passes, target_alone_forward_passes, spec_ms, target_ms, speedup, identical, rounds, with pieces {id: text} for every id it names); quantize: inference.quantize.quantize_experiment"),
+    },
+    "part": {
+        "type": ("str", "\"part\""), "schema_version": ("int", ""),
+        "of": ("str", "the type of the split message this part completes (prefill, step, detail, serving, ...)"),
+        "index": ("int", "1-based; parts arrive in order, right after their head"),
+        "count": ("int", "how many parts the head announced (its `parts` field)"),
+        "pieces": ("list", "[{path, text} or {path, items}]: append text to the string, or items to the list, at path (object keys from the message's top) in the head"),
     },
     "retemper": {
         "type": ("str", "\"retemper\""), "schema_version": ("int", ""), "step": ("int", ""),

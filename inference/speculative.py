@@ -13,7 +13,13 @@ Every emitted token is distributed exactly as if the target had sampled it alone
 target's argmax, and the residual is the target's argmax itself, so the output equals the target's
 own greedy output. Both caches are then cropped back to what was kept, and the next round starts.
 
+Prompt lookup (n-gram) drafting needs no draft model, so it works for any served model: the proposals are
+copied from earlier in the sequence, after the latest earlier occurrence of its last n tokens (transformers'
+PromptLookupCandidateGenerator, as `prompt_lookup_num_tokens` uses it). Its "draft distribution" is one-hot
+on each copied token, so the same rule keeps the output exactly the target's (greedy: identical tokens).
+
     python -m inference.speculative --k 4     # bundled target + bundled_draft on the article prompt
+    python -m inference speculative --target FOLDER --draft ngram
 """
 from __future__ import annotations
 
@@ -25,11 +31,15 @@ from pathlib import Path
 
 import torch
 from transformers import DynamicCache
+from transformers.generation.candidate_generator import PromptLookupCandidateGenerator
 
 from .engine import eos_token_ids, synchronize
 from .loading import LoadedModel, load_model
 
 DRAFT_DIR = Path(__file__).resolve().parent / "bundled_draft"
+NGRAM = "ngram"  # the draft spec for prompt lookup
+NGRAM_SIZE = 3  # the longest suffix looked up (transformers' max_matching_ngram_size)
+NGRAM_MIN = 2  # the shortest (vLLM's prompt_lookup_min): a 1-token match proposes mostly wrong guesses
 
 
 class CachedModel:
@@ -103,12 +113,56 @@ def propose(draft: CachedModel, ids: list[int], k: int, temperature: float,
     return proposed, torch.stack(dists)  # k ids, (k, vocab)
 
 
-def speculative_round(target: CachedModel, draft: CachedModel, ids: list[int], k: int,
+class NgramDraft:
+    """Prompt lookup: proposals copied from the sequence itself; no model, so no forward passes."""
+
+    forward_passes = 0
+
+    def __init__(self, vocab_size: int, eos_ids: set[int], ngram_size: int = NGRAM_SIZE, min_size: int = NGRAM_MIN):
+        self.vocab_size, self.eos_ids, self.ngram_size, self.min_size = vocab_size, eos_ids, ngram_size, min_size
+        self.lookups = 0
+
+    def propose(self, ids: list[int], k: int, temperature: float, generator) -> tuple[list[int], torch.Tensor]:
+        """Up to k ids that followed the first earlier match of the longest suffix (none: an ordinary decode
+        step); one-hot q."""
+        if not suffix_seen(ids, self.min_size):
+            return [], torch.zeros(0, self.vocab_size)
+        lookup = PromptLookupCandidateGenerator(
+            eos_token_id=torch.tensor(sorted(self.eos_ids)) if self.eos_ids else None, num_output_tokens=k,
+            max_matching_ngram_size=self.ngram_size, max_length=len(ids) + k + 1)
+        candidates, _ = lookup.get_candidates(torch.tensor([ids]))  # (1, len(ids) + proposals)
+        self.lookups += 1
+        proposed = candidates[0, len(ids):].tolist()
+        q = torch.nn.functional.one_hot(torch.tensor(proposed, dtype=torch.long), self.vocab_size).float()  # (n, vocab)
+        return proposed, q
+
+    def rewind(self, length: int) -> None:
+        """Nothing cached."""
+
+
+def suffix_seen(ids: list[int], n: int) -> bool:
+    """Whether the last n ids occur earlier in ids."""
+    tail = ids[-n:]
+    return len(ids) > n and any(ids[i:i + n] == tail for i in range(len(ids) - n))
+
+
+class ModelDraft(CachedModel):
+    """A small draft model with its own cache."""
+
+    def propose(self, ids, k, temperature, generator):
+        return propose(self, ids, k, temperature, generator)
+
+
+def speculative_round(target: CachedModel, draft, ids: list[int], k: int,
                       temperature: float, generator: torch.Generator) -> dict:
-    """One round: k draft proposals, one target forward over them, accept a prefix, add one target token."""
-    proposed, q = propose(draft, ids, k, temperature, generator)  # k ids, (k, vocab)
+    """One round: up to k draft proposals, one target forward over them, accept a prefix, add one target token."""
+    proposed, q = draft.propose(ids, k, temperature, generator)  # k ids, (k, vocab); n-gram: maybe fewer
+    k = len(proposed)
     p = distribution(target.logits(ids + proposed, keep=k + 1), temperature)  # (k + 1, vocab)
-    accepted, replacement = accept_reject(p[:k], q, torch.tensor(proposed), generator)  # (k,), (k,)
+    if k:
+        accepted, replacement = accept_reject(p[:k], q, torch.tensor(proposed), generator)  # (k,), (k,)
+    else:  # nothing to copy: the pass is an ordinary decode step
+        accepted, replacement = torch.zeros(0, dtype=torch.bool), torch.zeros(0, dtype=torch.long)
     n = int(accepted.long().cumprod(0).sum())  # length of the accepted prefix
     if n < k:  # the first rejected proposal is replaced by a draw from the residual
         corrected, bonus = int(replacement[n]), None
@@ -118,20 +172,20 @@ def speculative_round(target: CachedModel, draft: CachedModel, ids: list[int], k
             "bonus": bonus, "emitted": proposed[:n] + [bonus if corrected is None else corrected]}
 
 
-def speculative_decode(target: LoadedModel, draft: LoadedModel, input_ids: list[int], max_new_tokens: int,
+def speculative_decode(target: LoadedModel, draft: LoadedModel | str, input_ids: list[int], max_new_tokens: int,
                        k: int, temperature: float = 0.0, seed: int = 0, eos_ids: set[int] | None = None) -> dict:
     """Generate up to max_new_tokens tokens after input_ids; stops after an EOS id (default: the target's).
 
+    ``draft`` is a draft model sharing the target's vocabulary, or "ngram" for prompt lookup.
     Each round records proposed ids, how many were accepted, the rejected ones (the first rejected
     proposal and the unchecked ones after it), the corrected or bonus token, and the ids emitted
     (the last round is cut at max_new_tokens or after an EOS id).
     """
-    check_shared_vocabulary(target, draft)
     if k < 1 or max_new_tokens < 1:
         raise ValueError(f"k and max_new_tokens must be at least 1, got k={k}, max_new_tokens={max_new_tokens}")
     eos_ids = eos_token_ids(target) if eos_ids is None else set(eos_ids)
     generator = torch.Generator().manual_seed(seed)
-    t_model, d_model = CachedModel(target), CachedModel(draft)
+    t_model, d_model = CachedModel(target), drafter(target, draft, eos_ids)
     ids, tokens, rounds = list(input_ids), [], []
     started = time.perf_counter()
     while len(tokens) < max_new_tokens:
@@ -147,10 +201,21 @@ def speculative_decode(target: LoadedModel, draft: LoadedModel, input_ids: list[
             m.rewind(len(ids) - 1)
     synchronize(target.model.device)
     proposed = sum(len(r["proposed"]) for r in rounds)
-    return {"tokens": tokens, "rounds": rounds,
-            "acceptance_rate": sum(r["accepted"] for r in rounds) / proposed,
+    return {"tokens": tokens, "rounds": rounds, "method": NGRAM if draft == NGRAM else "draft_model",
+            "ngram_size": d_model.ngram_size if draft == NGRAM else None, "proposed": proposed,
+            "acceptance_rate": sum(r["accepted"] for r in rounds) / proposed if proposed else 0.0,
             "target_forward_passes": t_model.forward_passes, "draft_forward_passes": d_model.forward_passes,
             "spec_ms": (time.perf_counter() - started) * 1e3}
+
+
+def drafter(target: LoadedModel, draft: LoadedModel | str, eos_ids: set[int]):
+    """The proposer for ``draft``: prompt lookup for "ngram", else the draft model (same vocabulary)."""
+    if draft == NGRAM:
+        return NgramDraft(target.model.config.get_text_config().vocab_size, eos_ids)
+    if isinstance(draft, str):
+        raise ValueError(f"draft must be a loaded draft model or {NGRAM!r}, not {draft!r}")
+    check_shared_vocabulary(target, draft)
+    return ModelDraft(draft)
 
 
 def cut_at_eos(tokens: list[int], eos_ids: set[int]) -> list[int]:
@@ -174,7 +239,7 @@ def greedy_tokens(loaded: LoadedModel, input_ids: list[int], max_new_tokens: int
     return ids[len(input_ids):], model.forward_passes, (time.perf_counter() - started) * 1e3
 
 
-def speculative_report(target: LoadedModel, draft: LoadedModel, input_ids: list[int], max_new_tokens: int,
+def speculative_report(target: LoadedModel, draft: LoadedModel | str, input_ids: list[int], max_new_tokens: int,
                        k: int, temperature: float = 0.0, seed: int = 0) -> dict:
     """Speculative decoding beside the target's own greedy decoding: same tokens? how much faster?"""
     result = speculative_decode(target, draft, input_ids, max_new_tokens, k, temperature, seed)
@@ -198,7 +263,7 @@ def main(argv=None) -> None:
 
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--target", default="bundled")
-    p.add_argument("--draft", default=str(DRAFT_DIR))
+    p.add_argument("--draft", default=str(DRAFT_DIR), help=f"a draft model folder, or {NGRAM} for prompt lookup")
     p.add_argument("--prompt", default=ARTICLE_PROMPT)
     p.add_argument("--k", type=int, default=4)
     p.add_argument("--max-new-tokens", type=int, default=40)
@@ -206,7 +271,8 @@ def main(argv=None) -> None:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--repeats", type=int, default=5, help="timed runs after a warm-up; medians are reported")
     args = p.parse_args(argv)
-    target, draft = load_model(args.target, device="cpu"), load_model(args.draft, device="cpu")
+    target = load_model(args.target, device="cpu")
+    draft = NGRAM if args.draft == NGRAM else load_model(args.draft, device="cpu")
     ids = build_prompt(target.tokenizer, messages=[{"role": "user", "content": args.prompt}]).ids
     runs = [speculative_report(target, draft, ids, args.max_new_tokens, args.k, args.temperature, args.seed)
             for _ in range(args.repeats + 1)][1:]  # the first run warms up

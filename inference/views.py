@@ -7,15 +7,18 @@ import torch
 
 from .adapters import rope_theta
 from .capture import block_average, block_edges, head_top_keys, logit_lens
+from .frames import encoded_size
 from .packing import packed, rounded
 from .payload import SCHEMA_VERSION
 
 EMBED_DIMS = 16  # embedding/position dims sent per token (full rows on demand)
 ROTARY_FREQS = 8  # rotary frequency pairs sent per position (full angles on demand)
 LOGITS_TOP = 10
-FULL_PREFILL_ATTENTION = 65_536  # layers x heads x tokens^2 up to which the prefill sends every matrix
+# What goes in is decided by encoded size (JSON bytes), the unit of the transport's cap; messages past the
+# send cap still go out, split into parts (inference/frames.py), so these only keep messages reasonable.
+FULL_PREFILL_ATTENTION_BYTES = 176_000  # every prefill matrix is sent while they encode to at most this (3 frames)
 SUMMARY_BLOCKS = 16
-FULL_STEP_ATTENTION = 16_384  # layers x heads x keys up to which a step sends every head's row
+STEP_FRAME_BYTES = 64_000  # a step adds every head's row only while it still encodes to one frame of this
 
 
 def piece(tokenizer, token_id: int) -> str:
@@ -60,6 +63,11 @@ def positions_view(session, count: int) -> dict:
             "rotary": rotary}
 
 
+def packed_bytes(count: int) -> int:
+    """Encoded size of ``count`` float16 values in a packed array: base64 of 2 bytes each."""
+    return 4 * -(-2 * count // 3)
+
+
 def session_view(session) -> dict:
     return {"type": "session", "schema_version": SCHEMA_VERSION, "model": session.description.to_dict(),
             "params": session.params.to_dict(), "prompt_kind": session.prompt.kind,
@@ -73,7 +81,7 @@ def prefill_view(session, forward: dict) -> dict:
     rows = session.adapter.embed(session.model, torch.tensor([prompt.ids], device=session.model.device))[0]  # (P, hidden)
     p = len(prompt.ids)
     layers, heads = len(attentions), attentions[0].shape[0] if attentions else 0  # 0 layers: no attention
-    full = layers * heads * p * p <= FULL_PREFILL_ATTENTION
+    full = packed_bytes(layers * heads * p * p) <= FULL_PREFILL_ATTENTION_BYTES
     last_row = forward["last_attn"]  # (layers, heads, P)
     keys, weights = head_top_keys(last_row)
     table = session.adapter.token_embeddings(session.model).weight
@@ -103,20 +111,17 @@ def prefill_view(session, forward: dict) -> dict:
 def step_view(session, pending: dict, result, delta: str, forced: bool) -> dict:
     attn = pending["attn"]  # (layers, heads, keys)
     layers, heads, keys_count = attn.shape
-    every_head = layers * heads * keys_count <= FULL_STEP_ATTENTION
     keys, weights = head_top_keys(attn)
     position = session.prompt_length + session.step_index - 2
     input_id = session.ids[position]
     elapsed = time.perf_counter() - session.started
     decode_s = time.perf_counter() - session.first_token_at
     tokens = len(session.generated)
-    return {
+    step = {
         "type": "step", "schema_version": SCHEMA_VERSION, "step": session.step_index,
         "input": {"id": input_id, "text": piece(session.tokenizer, input_id), "position": position},
         "forward": pending["source"],
-        "attention": {"mode": "heads" if every_head else "mean", "keys": keys_count,
-                      "mean": packed(attn.float().mean(dim=1)),
-                      "heads": packed(attn) if every_head else None,
+        "attention": {"mode": "mean", "keys": keys_count, "mean": packed(attn.float().mean(dim=1)), "heads": None,
                       "top_keys": keys, "top_weights": weights},
         "hidden_norms": rounded(pending["hidden"].float().norm(dim=-1)),
         "lens": lens_view(session, pending["hidden"], pending["logits"]),
@@ -134,6 +139,9 @@ def step_view(session, pending: dict, result, delta: str, forced: bool) -> dict:
                    "elapsed_ms": round(elapsed * 1e3, 3)},
         "stop_reason": session.finished,
     }
+    if encoded_size(step) + packed_bytes(attn.numel()) + 64 <= STEP_FRAME_BYTES:  # 64: the packed dict's own keys
+        step["attention"].update(mode="heads", heads=packed(attn))
+    return step
 
 
 def done_view(session) -> dict:

@@ -14,6 +14,7 @@ from explainer.services.capacity import generating
 from explainer.services.executors import queue_depth, run_on
 from explainer.services.run_state import FINISHED, HELD, PAUSED, RUNNING, STOPPING, RunControl, status
 from inference.engine import GenerationSession, SessionError
+from inference.frames import split_message
 from inference.kept import NotKept
 from inference.loading import ModelNotAvailable
 from inference.ondemand import DetailError, detail, retemper
@@ -73,10 +74,14 @@ class VisitorRun:
         self.deferred: list[dict] = []  # replies waiting behind the frame in flight
         self.holds_slot = False
         self.device = "cpu"
+        self.sending = asyncio.Lock()  # a split message's parts go out back to back
 
     async def send(self, message: dict) -> None:
-        """Every message of this run goes out here, counted (with its encoded size) for the outbound window."""
-        self.window.count_sent(await self.deliver(message) or 0)
+        """Every message of this run goes out here, cut under the send cap, each frame counted (with its
+        encoded size) for the outbound window."""
+        async with self.sending:
+            for frame in split_message(message, settings.EXPLAINER_MAX_SEND_BYTES):
+                self.window.count_sent(await self.deliver(frame) or 0)
 
     async def reply(self, message: dict) -> None:
         """A verb's answer (or a refusal): now, or right after the step in flight or asked for."""

@@ -34,6 +34,7 @@ export class SessionClient extends EventTarget {
   #acked = 0;
   #ackedAt = -Infinity;
   #ackTimer = null;
+  #parts = new PartAssembler();
   state = "closed";
 
   constructor(url = sessionUrl()) {
@@ -59,6 +60,7 @@ export class SessionClient extends EventTarget {
       if (socket !== this.#socket) return;
       this.#attempt = 0;
       this.#received = 0; // the server counts per socket
+      this.#parts = new PartAssembler(); // a message cut short by the old socket is dropped
       this.#acked = 0;
       this.#setState("open");
       const pending = this.#queue.splice(0);
@@ -127,6 +129,8 @@ export class SessionClient extends EventTarget {
       // Never dropped in silence: the page shows that a frame could not be read.
       msg = { type: "error", code: "bad_frame", field: null, message: `a server message could not be read: ${text.slice(0, 80)}` };
     }
+    msg = this.#parts.take(msg); // a split message is dispatched once, whole, after its last part
+    if (!msg) return;
     this.dispatchEvent(new CustomEvent("message", { detail: msg }));
     if (msg.type !== "message" && msg.type !== "state") this.dispatchEvent(new CustomEvent(msg.type, { detail: msg }));
   }
@@ -159,5 +163,39 @@ export class SessionClient extends EventTarget {
   #setState(state, retryInMs = null) {
     this.state = state;
     this.dispatchEvent(new CustomEvent("state", { detail: { state, attempt: this.#attempt, retryInMs } }));
+  }
+}
+
+/**
+ * Reassembles messages the server split under its send cap (docs/protocol.md, "Messages larger than the
+ * send cap"): a head with `parts: n` and then n `part` messages whose pieces append to the head's emptied
+ * strings and lists. take(msg) returns the whole message, or null while parts are still due.
+ */
+export class PartAssembler {
+  #head = null;
+
+  take(msg) {
+    if (msg.type !== "part") {
+      if (this.#head) console.warn(`hit-enter: ${this.#head.type} dropped, its parts stopped arriving`);
+      this.#head = null;
+      if (!(msg.parts > 0)) return msg;
+      this.#head = msg;
+      return null;
+    }
+    const head = this.#head;
+    if (!head || msg.of !== head.type) return null;
+    for (const piece of msg.pieces || []) {
+      const path = piece.path || [];
+      let target = head;
+      for (const key of path.slice(0, -1)) target = target?.[key];
+      const last = path[path.length - 1];
+      if (!target || !(last in target)) continue;
+      if (typeof piece.text === "string") target[last] += piece.text;
+      else if (Array.isArray(piece.items)) target[last].push(...piece.items);
+    }
+    if (msg.index < head.parts) return null;
+    this.#head = null;
+    delete head.parts;
+    return head;
   }
 }

@@ -3,7 +3,7 @@
 // socket on /ws/embed/ and folds what the server sends. Either hands its state to its elements.
 import { RunState } from "./run-state.js";
 import { SessionClient } from "./client.js";
-import { fetchJson } from "./replay.js";
+import { fetchJson, joinParts } from "./replay.js";
 
 /** The article's diagrams that can be embedded: the element of section S is <he-S>. */
 export const SECTIONS = [
@@ -90,7 +90,7 @@ export class ReplayFeed extends Feed {
   async load() {
     try {
       const recording = await fetchJson(await this.#url());
-      for (const payload of recording.payloads) this.state.apply(payload);
+      for (const payload of joinParts(recording.payloads)) this.state.apply(payload);
       this.phase = "replay";
       const kind = this.runId ? "A recorded run" : "A recorded example";
       this.text = `${kind} (${recording.model_spec}, ${this.state.steps.length} steps): no model is running.`;

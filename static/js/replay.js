@@ -1,6 +1,7 @@
 // Step-through replay of a recorded run (a permalink or a shipped example): no socket, no model.
 // `Replay` folds the recording's payloads up to a position; `ReplayBar` (first, previous, play, next, last,
 // a slider) moves it; `ExamplePicker` lists the example runs shipped with the article.
+import { PartAssembler } from "./client.js";
 import { RunState } from "./run-state.js";
 
 const PLAY_INTERVAL_MS = 400;
@@ -8,9 +9,9 @@ const PLAY_INTERVAL_MS = 400;
 /** A recording's payloads, foldable into the RunState of any position 0 … steps. */
 export class Replay {
   constructor(payloads) {
-    this.payloads = payloads;
+    this.payloads = joinParts(payloads);
     // Where each step payload sits: position k folds everything before the (k + 1)-th of them.
-    this.stepIndexes = payloads.flatMap((p, i) => (p.type === "step" ? [i] : []));
+    this.stepIndexes = this.payloads.flatMap((p, i) => (p.type === "step" ? [i] : []));
   }
 
   /** N: the number of recorded steps (positions run from 0, the prefill only, to N, the finished run). */
@@ -28,6 +29,12 @@ export class Replay {
     for (let i = 0; i < end; i++) state.apply(this.payloads[i]);
     return state;
   }
+}
+
+/** Payloads with any split message (head + `part`s, as a socket carries it) joined back into one. */
+export function joinParts(payloads) {
+  const parts = new PartAssembler();
+  return payloads.map((p) => parts.take(structuredClone(p))).filter(Boolean);
 }
 
 /** GET a JSON document; throws with the server's error message (or the HTTP status) when it fails. */

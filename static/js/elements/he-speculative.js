@@ -1,19 +1,35 @@
-// <he-speculative>: speculative decoding on this server. Each round the draft model proposes k tokens;
+// <he-speculative>: speculative decoding on this server. Each round a draft proposes up to k tokens — a small
+// draft model's guesses, or (n-gram prompt lookup, any model) tokens copied from earlier in the sequence;
 // the target checks them all in one forward pass, keeps the agreeing prefix, and adds one of its own.
 import { HeElement, el, caption, fmt } from "../lib/base-element.js";
 import { readout, hover, chip, textsOf, pct, int } from "../lib/widgets.js";
-import { MeasuredElement, stats, bars, legend, ms } from "../lib/measure.js";
+import { Measure, MeasuredElement, stats, bars, legend, ms } from "../lib/measure.js";
+
+const DRAFTS = [["", "the server's default"], ["ngram", "n-gram prompt lookup (no draft model)"], ["model", "the draft model"]];
 
 class HeSpeculative extends MeasuredElement {
   static what = "speculative";
   static label = "Measure speculative decoding on this server";
   static attr = "acceptanceRate";
-  static idle = "Press the button: a small draft model proposes tokens for your prompt "
-        + "(or the article's) and this server's model verifies them, greedily; then the model decodes alone for comparison.";
+  static idle = "Press the button: a draft proposes tokens for your prompt (or the article's) — copied from earlier "
+        + "in the text (n-gram prompt lookup) or guessed by a small draft model — and this server's model verifies them, "
+        + "greedily; then the model decodes alone for comparison.";
+
+  render(rs) {
+    if (!this.measure) {
+      const select = el("select", { class: "hes-draft", "aria-label": "Draft" });
+      for (const [value, label] of DRAFTS) select.append(el("option", { value }, label));
+      this.measure = new Measure(this, "speculative", { label: HeSpeculative.label, fields: ["draft"],
+        extra: () => (select.value ? { draft: select.value } : {}) });
+      this.measure.node.append(el("label", { class: "hes-draft-label" }, "draft: ", select));
+    }
+    super.render(rs);
+  }
 
   draw(data, rs) {
-    this.dataset.acceptanceRate = String(data.acceptance_rate);
-    this.dataset.identical = String(data.identical);
+    const ngram = data.method === "ngram";
+    Object.assign(this.dataset, { acceptanceRate: String(data.acceptance_rate), identical: String(data.identical),
+      method: String(data.method ?? "draft_model"), targetPasses: String(data.target_forward_passes), speedup: String(data.speedup) });
     const line = readout("Hover or tap a token or a number for its details.");
     // Token texts: the run's own, and the report's pieces for drafts the run never showed.
     const texts = textsOf(rs.prefill?.tokens, ...rs.steps.flatMap((s) => [[s.token], s.logits?.top, s.probs]));
@@ -27,7 +43,7 @@ class HeSpeculative extends MeasuredElement {
     const list = el("ol", { class: "hes-rounds" });
     data.rounds.forEach((r, i) => {
       const item = el("li", { class: "hes-round" });
-      item.append(el("span", { class: "hes-round-label" }, `round ${i + 1}: ${r.accepted}/${r.proposed.length}`));
+      item.append(el("span", { class: "hes-round-label" }, r.proposed.length ? `round ${i + 1}: ${r.accepted}/${r.proposed.length}` : `round ${i + 1}: nothing to copy`));
       const chips = el("span", { class: "heb-chips" });
       r.proposed.forEach((id, j) => {
         if (j < r.accepted) chips.append(token(id, "hes-acc", `round ${i + 1}, proposal ${j + 1}: id ${id}, accepted (the target's own choice there)`));
@@ -46,7 +62,7 @@ class HeSpeculative extends MeasuredElement {
     const alone = data.target_alone_forward_passes ?? data.target_tokens?.length;
     const passes = bars([
       { label: "speculative", value: data.target_forward_passes, text: `${int(data.target_forward_passes)} passes`, cls: "hes-t-prefill",
-        title: `target forward passes with the draft: ${data.target_forward_passes} for ${n} tokens (and ${data.draft_forward_passes} cheap draft passes)` },
+        title: `target forward passes with the draft: ${data.target_forward_passes} for ${n} tokens (and ${ngram ? "no model passes for the lookups" : `${data.draft_forward_passes} cheap draft passes`})` },
       { label: "target alone", value: alone ?? 0, text: `${int(alone)} passes`, cls: "hes-t-forward",
         title: `target forward passes decoding alone: ${alone} for ${data.target_tokens?.length ?? "–"} tokens, one per token` },
     ], line);
@@ -57,16 +73,19 @@ class HeSpeculative extends MeasuredElement {
         ["acceptance rate", pct(data.acceptance_rate), `acceptance_rate = ${data.acceptance_rate}: accepted proposals / all proposals`],
         ["tokens", int(n), `${n} tokens generated, ${data.rounds.length} rounds of up to k = ${data.k} proposals`],
         ["target passes", int(data.target_forward_passes), `${data.target_forward_passes} target forward passes for ${n} tokens`],
-        ["draft passes", int(data.draft_forward_passes), `${data.draft_forward_passes} draft forward passes (one per proposal)`],
+        ngram ? ["draft", `${int(data.ngram_size)}-gram lookup`, `proposals copied from what followed the latest earlier match of the last 1–${data.ngram_size} tokens; rounds without a match are ordinary decode steps`]
+          : ["draft passes", int(data.draft_forward_passes), `${data.draft_forward_passes} draft forward passes (one per proposal)`],
         ["speed-up", `${fmt(data.speedup, 2)}×`, `target alone ${fmt(data.target_ms, 1)} ms / speculative ${fmt(data.spec_ms, 1)} ms = ${fmt(data.speedup, 3)}×`],
       ], line),
       el("p", { class: "heb-col-sub" }, `Forward passes of this server's model for ${int(n)} tokens:`), passes,
       el("p", { class: "heb-col-sub" }, "Each round, the draft's proposals:"),
       legend([["hes-acc", "accepted"], ["hes-rej", "first rejected"], ["hes-skip", "discarded"], ["hes-corr", "target's correction"], ["hes-bonus", "bonus"]]),
       scroll, line,
-      caption(`Measured just now on this server: greedy speculative decoding with k = ${data.k}, ${int(n)} tokens in ${ms(data.spec_ms)} `
-        + `against ${ms(data.target_ms)} for the model alone. Token ids without text did not appear in your run. `
-        + "A speed-up below 1 means the draft cost more than it saved: with a target this small, its passes are already cheap."));
+      caption(`Measured just now on this server: greedy speculative decoding with ${ngram ? "n-gram prompt lookup" : "a draft model"}, `
+        + `k = ${data.k}, ${int(n)} tokens in ${ms(data.spec_ms)} against ${ms(data.target_ms)} for the model alone. `
+        + "Token ids without text did not appear in your run. "
+        + (ngram ? "Prompt lookup only pays off when the reply repeats earlier text (quotes, code, lists); otherwise most rounds find nothing to copy."
+          : "A speed-up below 1 means the draft cost more than it saved: with a target this small, its passes are already cheap.")));
   }
 }
 
