@@ -242,6 +242,6 @@ class HostConsumer(AsyncJsonWebsocketConsumer):
         shared = await workshop_policy.snapshot()
         stats = host_stats.server_stats()
         if settings.EXPLAINER_WORKERS:
-            stats = host_stats.with_workers(stats, await self.run.survey_workers())
+            stats = host_stats.with_workers(stats, *await self.run.survey_workers())
         return {"type": "host_stats", **stats, "broadcast": self.broadcast.summary or
                 shared["broadcast"], "pins": shared["pins"], "limits": shared["limits"]}

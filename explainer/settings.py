@@ -48,9 +48,21 @@ ASGI_APPLICATION = "explainer.asgi.application"
 # between Daphne processes and inference workers (`manage.py runworker`, docs/deploy.md).
 REDIS_URL = os.environ.get("REDIS_URL", "")
 EXPLAINER_WORKERS = bool(REDIS_URL)
+# channels_redis waits on Redis with 5-second blocking reads (BZPOPMIN); redis-py 8's default socket_timeout
+# is also 5 s, so an idle worker's read timed out and the process died. The socket timeout must be well
+# above the blocking read; keepalive finds a dead Redis connection instead.
+EXPLAINER_REDIS_SOCKET_TIMEOUT_S = float(os.environ.get("EXPLAINER_REDIS_SOCKET_TIMEOUT_S", "30"))
+REDIS_OPTIONS = {"socket_timeout": EXPLAINER_REDIS_SOCKET_TIMEOUT_S, "socket_connect_timeout": 5,
+                 "socket_keepalive": True}
 CHANNEL_LAYERS = {"default": {"BACKEND": "channels_redis.core.RedisChannelLayer",
-                              "CONFIG": {"hosts": [REDIS_URL], "capacity": 1000, "expiry": 60}}} if REDIS_URL \
+                              "CONFIG": {"hosts": [{"address": REDIS_URL, **REDIS_OPTIONS}],
+                                         "capacity": 1000, "expiry": 60}}} if REDIS_URL \
     else {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+# With REDIS_URL the cache is Redis too, so every process shares it (the host login's backoff, the
+# workers' model description for the pages); one process alone keeps it in memory.
+CACHES = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL,
+                      "OPTIONS": REDIS_OPTIONS}} if REDIS_URL \
+    else {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
 # The workers' channels (one `runworker` per GPU), how long a start waits for their pongs, and how long
 # a worker may stay silent before its visitors are told it was lost.
 EXPLAINER_WORKER_CHANNELS = [c.strip() for c in os.environ.get("EXPLAINER_WORKER_CHANNELS", "inference-0").split(",")

@@ -61,14 +61,16 @@ def server_stats() -> dict:
     }
 
 
-def with_workers(local: dict, workers: list[dict]) -> dict:
+def with_workers(local: dict, workers: list[dict], silent: list[str] = ()) -> dict:
     """REDIS_URL mode: generations, queues, model and device are the inference workers' (visitors stay this
-    process's sockets); each worker is listed with its own numbers."""
+    process's sockets); each worker is listed with its own numbers, and the silent ones by name."""
     if not workers:
-        return {**local, "workers": [], "generations": {"active": 0, "limit": 0}, "queue": {}}
+        return {**local, "workers": [], "workers_silent": list(silent), "generations": {"active": 0, "limit": 0},
+                "queue": {}}
     first = workers[0]["stats"]
     return {**local, "model": first["model"], "device": first["device"],
             "generations": {"active": sum(w["stats"]["generations"]["active"] for w in workers),
                             "limit": sum(w["stats"]["generations"]["limit"] for w in workers)},
             "queue": {f"{w['worker']} {name}": n for w in workers for name, n in w["stats"]["queue"].items()},
-            "workers": [{"worker": w["worker"], "sessions": w["sessions"], **w["stats"]} for w in workers]}
+            "workers": [{"worker": w["worker"], "sessions": w["sessions"], **w["stats"]} for w in workers],
+            "workers_silent": list(silent)}

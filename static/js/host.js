@@ -81,6 +81,11 @@ function renderStats(s) {
     stat("workers", s.workers.map((w) => `${w.worker} on ${w.device.name}: ${w.generations.active} of `
       + `${w.generations.limit} generating, ${bytes(w.device.memory.used_bytes)} used`).join("; ")
       || "none answering: start `manage.py runworker inference-0`");
+    const warning = $("#workers-warning");
+    const silent = s.workers_silent || [];
+    warning.hidden = !silent.length;
+    warning.textContent = silent.length ? `Not answering: ${silent.join(", ")}. Its visitors get worker_lost `
+      + "and can start again on the other workers; restart it (`manage.py runworker " + silent[0] + "`)." : "";
   }
   const mem = s.device.memory;
   const what = mem.kind === "cuda" ? "allocated on the GPU" : "resident in this process";
