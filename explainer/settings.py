@@ -143,10 +143,15 @@ EXPLAINER_TRUSTED_PROXIES = [p.strip() for p in os.environ.get("EXPLAINER_TRUSTE
 EXPLAINER_OUTBOUND_WINDOW = int(os.environ.get("EXPLAINER_OUTBOUND_WINDOW", "32"))
 # A client that never acks may fall this many messages behind in all (runs included) before its run waits.
 EXPLAINER_UNACKED_MAX = int(os.environ.get("EXPLAINER_UNACKED_MAX", "1024"))
+# A workshop follower's host frames waiting for its page to read them (catch-up included), in bytes.
+EXPLAINER_FOLLOW_PENDING_BYTES = int(os.environ.get("EXPLAINER_FOLLOW_PENDING_BYTES", str(8 * 1024 * 1024)))
 EXPLAINER_MAX_DEVICE_QUEUE = int(os.environ.get("EXPLAINER_MAX_DEVICE_QUEUE", "16"))
 
 # Workshop mode (/host/): the host page's password; empty = workshop mode is off.
 EXPLAINER_HOST_PASSWORD = os.environ.get("EXPLAINER_HOST_PASSWORD", "")
+# A one-time login link (/host/?link=<token>) that `make workshop` prints on its console: it works once,
+# even while wrong passwords from the host's address (a classroom behind one NAT) have locked it out.
+EXPLAINER_HOST_LINK_TOKEN = os.environ.get("EXPLAINER_HOST_LINK_TOKEN", "")
 
 # Embeds (docs/embedding.md): which page origins may open /ws/embed/ ("*" = any; comma-separated list).
 EXPLAINER_EMBED_ORIGINS = [o.strip() for o in os.environ.get("EXPLAINER_EMBED_ORIGINS", "*").split(",") if o.strip()]
