@@ -1,5 +1,6 @@
 """The one model this process explains: loaded lazily, once, and shared by every visitor."""
 import threading
+import time
 
 from django.conf import settings
 
@@ -93,15 +94,25 @@ def check_device(device: str) -> None:
 def load_for_worker() -> None:
     """An inference worker loads its model before it listens, then publishes its description for the pages;
     a model or device it cannot load ends the process with one line."""
+    import os
+
+    import torch
+
+    index = os.environ.get("EXPLAINER_WORKER_INDEX", "")
+    if settings.EXPLAINER_DEVICE == "auto" and index.isdigit() and torch.cuda.device_count() > 1:
+        settings.EXPLAINER_DEVICE = f"cuda:{int(index) % torch.cuda.device_count()}"  # one GPU per worker
     check_device(settings.EXPLAINER_DEVICE)
     try:
         get_model()
     except ModelNotAvailable as exc:
         raise SystemExit(f"inference worker: {exc}") from None
-    try:
-        publish_description()
-    except Exception as exc:  # the pages then say "loading"; the worker still serves
-        print(f"inference worker: could not publish the model description: {exc}")
+    for attempt in range(40):  # Redis may still be starting (`make workshop` starts them together)
+        try:
+            return publish_description()
+        except Exception as exc:  # the pages then say "loading"; the worker still serves
+            failure = exc
+            time.sleep(0.5)
+    print(f"inference worker: could not publish the model description: {failure}")
 
 
 DESCRIPTION_KEY = "explainer:model-description"  # the shared cache (Redis in REDIS_URL mode)
