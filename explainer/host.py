@@ -13,6 +13,7 @@ import logging
 import secrets
 import time
 
+from asgiref.sync import sync_to_async
 from channels.db import database_sync_to_async
 from channels.exceptions import ChannelFull
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
@@ -33,7 +34,7 @@ MAX_FAILURES, LOCKOUT_S = 5, 60  # wrong passwords per client address before a s
 MAX_LOCKOUT_S, FAILURES_KEPT_S = 600, 3600  # each failure past MAX_FAILURES doubles the wait, up to 10 min
 STATS_EVERY_S = 1.0
 RUN_VERBS = ("pause", "resume", "step", "stop", "ack")
-COMMANDS = ("broadcast", "pin", "limits") + RUN_VERBS
+COMMANDS = ("broadcast", "pin", "limits", "reset") + RUN_VERBS
 
 
 # ---- the page ---------------------------------------------------------------------------------------
@@ -160,6 +161,7 @@ class HostConsumer(AsyncJsonWebsocketConsumer):
         self.run = runs.open_run(self._send_frame, self.channel_name)
         await self.channel_layer.group_add(GROUP, self.channel_name)
         self.ticker = asyncio.create_task(self._tick())
+        host_stats.census_publisher.ensure_running()
 
     async def disconnect(self, code):
         if not hasattr(self, "run"):
@@ -207,6 +209,12 @@ class HostConsumer(AsyncJsonWebsocketConsumer):
     async def _limits(self, message: dict) -> None:
         limits = workshop_policy.validate_limits(message)
         await self._announce(await workshop_policy.save_limits(limits))
+
+    async def _reset(self, _message: dict) -> None:
+        """Reset workshop: end this host's broadcast, clear pins, limits and the stored broadcast, tell everyone."""
+        await self.run.end()
+        self.broadcast = Broadcast()
+        await self._announce(await workshop_policy.reset())
 
     async def _send_frame(self, frame: dict) -> None:
         """The broadcast run's `send`: every frame to the room, numbered, and to the host's page."""
@@ -270,7 +278,7 @@ class HostConsumer(AsyncJsonWebsocketConsumer):
 
     async def _stats(self) -> dict:
         shared = await workshop_policy.snapshot()
-        stats = host_stats.server_stats()
+        stats = await sync_to_async(host_stats.server_stats, thread_sensitive=False)()  # the shared cache's reads
         if settings.EXPLAINER_WORKERS:
             stats = host_stats.with_workers(stats, *await self.run.survey_workers())
         return {"type": "host_stats", **stats, "broadcast": self.broadcast.summary or

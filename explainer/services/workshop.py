@@ -85,6 +85,9 @@ class Follower(NoFollower):
         await self.layer.group_add(GROUP, self.consumer.channel_name)
         self.joined = True
         _present.add(self)
+        from explainer.services.host_stats import census_publisher  # (host_stats imports this module)
+
+        census_publisher.ensure_running()  # the host page counts this process's visitors with the room's
         self.state = await workshop_policy.snapshot()
         await self._tell()
 
