@@ -124,7 +124,7 @@ class Follower(NoFollower):
         self.state = await workshop_policy.snapshot()
         if not self.state["limits"]["own_runs_allowed"]:
             raise ProtocolError("workshop_pinned", "the workshop host has turned off visitors' own runs: "
-                                "follow the host's run", "type")
+                                "follow the host's run")
         if self.following:
             self.following = False
             self._reset(None)

@@ -92,6 +92,7 @@ function updateButtons() {
   $("#btn-step").disabled = !online || phase === "running" || phase === "loading";
   $("#btn-stop").disabled = !online || (phase !== "running" && phase !== "paused");
   if (workshop.following) for (const id of ["#btn-pause", "#btn-resume", "#btn-step", "#btn-stop"]) $(id).disabled = true; // the host drives
+  if (!workshop.ownRunsAllowed) $("#btn-play").disabled = true; // the workshop host turned own runs off
 }
 
 // ---- banner and reply -----------------------------------------------------------------------
@@ -252,7 +253,7 @@ function init() {
   bindRanges();
   bindButtons();
   recorder = new RunRecorder($("#btn-save"), $("#permalink"));
-  workshop.bind($("#workshop-banner"), $("#params"));
+  workshop.bind($("#workshop-banner"), $("#params"), updateButtons);
   client.addEventListener("message", (e) => onMessage(e.detail));
   client.addEventListener("state", (e) => {
     connection = { ...e.detail, retryAt: e.detail.retryInMs != null ? Date.now() + e.detail.retryInMs : null };
