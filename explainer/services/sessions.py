@@ -113,6 +113,8 @@ class VisitorRun:
         await self.send(await run_on(self.device, checks.causal_mask, self.session))
         self.rows_before = await run_on(self.device, checks.embedding_rows, self.session)
         self.running.clear() if fields["paused"] else self.running.set()
+        if fields["paused"]:
+            self.session.hold()  # paused time is not generation time (the timing figures)
         await self.send({"type": "status", "state": "paused" if fields["paused"] else "running", "message": ""})
         self.task = asyncio.create_task(self._step_loop())
 
@@ -168,12 +170,12 @@ class VisitorRun:
         return session
 
     async def pause(self, _message: dict) -> None:
-        self._require_unfinished()
+        self._require_unfinished().hold()
         self.running.clear()
         await self.send({"type": "status", "state": "paused", "message": ""})
 
     async def resume(self, _message: dict) -> None:
-        self._require_unfinished()  # a finished run has nothing to resume: no `running` that never ends
+        self._require_unfinished().unhold()  # a finished run has nothing to resume: no `running` that never ends
         self.running.set()
         await self.send({"type": "status", "state": "running", "message": ""})
 
@@ -184,7 +186,9 @@ class VisitorRun:
             raise ProtocolError("invalid_state", "the run is not paused; send pause first")
         if await self._busy():
             return
+        session.unhold()
         payload = await run_on(self.device, session.step)
+        session.hold()  # still paused: only the step itself counts
         await self.send(payload)
         if session.finished:
             await self._wait_for_loop()
@@ -192,6 +196,7 @@ class VisitorRun:
     async def stop(self, _message: dict) -> None:
         session = self._require_unfinished()
         session.stop()
+        session.unhold()
         self.running.set()  # wake a paused loop so it reaches done
         self.window.wake()
         await self._wait_for_loop()
@@ -208,7 +213,9 @@ class VisitorRun:
         if await self._busy():
             return
         self.running.clear()  # a fork continues paused: the visitor resumes or steps
+        session.unhold()
         payload = await run_on(self.device, session.fork, step, token)
+        session.hold()
         await self.send(payload)
         if self.task is None or self.task.done():
             if not self.holds_slot and not generating.try_acquire():
