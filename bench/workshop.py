@@ -30,6 +30,7 @@ import websockets
 ROOT = Path(__file__).resolve().parents[1]
 ORIGIN = "http://127.0.0.1"
 MAX_STUDENTS = 64
+MAX_RESTARTS = 30  # one student's starts: busy answers (retry after 5 s) and worker_lost
 PROMPT = [{"role": "user", "content": "Explain what a token is, in one sentence."}]
 RUN_TYPES = ("session", "prefill", "step", "done", "check", "status", "error", "mask", "embedding_check")
 
@@ -166,19 +167,25 @@ def host_session(port: int, token: str) -> str:
 
 
 async def own_run(student: Socket, tokens: int, report: dict) -> None:
-    """One own prompt to its end; after `worker_lost`, once more (it lands on a live worker)."""
-    for attempt in range(2):
+    """One own prompt to its end; after `worker_lost` it starts again (on a live worker), after `busy` it
+    waits the hinted seconds and starts again, as a student pressing Play again would (bounded)."""
+    for attempt in range(MAX_RESTARTS):
         mark = len(student.seen)
         await student.send({"type": "start", "text": f"Once upon a time {attempt}",
                             "params": {"max_new_tokens": tokens, "seed": 1}})
-        end = await student.until(lambda m: m["type"] in ("done", "error"), 300, mark)
+        end = await student.until(lambda m: m["type"] in ("done", "error", "busy"), 300, mark)
         if end["type"] == "done":
             report["own_done"] += 1
             return
-        if end["code"] != "worker_lost":
+        if end["type"] == "busy":
+            report["busy"] += 1
+            await asyncio.sleep(end.get("retry_after_s", 1))
+        elif end["code"] == "worker_lost":
+            report["worker_lost"] += 1
+        else:
             report["errors"].append(end)
             return
-        report["worker_lost"] += 1
+    report["errors"].append({"code": "gave_up", "message": f"no run finished in {MAX_RESTARTS} starts"})
 
 
 async def chromium_follower(url: str, ready: asyncio.Event, done: asyncio.Event, report: dict) -> None:
@@ -203,7 +210,7 @@ async def chromium_follower(url: str, ready: asyncio.Event, done: asyncio.Event,
 
 
 async def room(args, ws: Workshop, token: str) -> dict:
-    report = {"errors": [], "worker_lost": 0, "own_done": 0}
+    report = {"errors": [], "worker_lost": 0, "busy": 0, "own_done": 0}
     url = f"ws://127.0.0.1:{args.port}/ws/session/"
     host = await Socket(f"ws://127.0.0.1:{args.port}/ws/host/", {"Cookie": f"sessionid={host_session(args.port, token)}"}).open()
     students = [await Socket(url).open() for _ in range(args.followers + args.own)]

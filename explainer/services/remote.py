@@ -108,9 +108,11 @@ class RemoteRun:
             if pong["worker"] == self.worker:
                 self.heard = time.monotonic()
             return
-        if self.worker is not None:
+        if self.worker is not None and event.get("worker", self.worker) == self.worker:
             self.heard = time.monotonic()
             await self.send(event["frame"])
+        # else: a restarted worker answering messages queued for its previous life (this session lives on
+        # another worker now): its `no_run`s must not reach the page
 
     async def survey_workers(self) -> tuple[list[dict], list[str]]:
         """The workers' latest answers with their stats (at most 3 s old), then ask again: the host page's

@@ -168,3 +168,17 @@ def test_pages_in_worker_mode_never_load_the_model(client):
     assert client.get("/healthz").json()["model"]["name"] == "stories260K-from-a-worker"
     assert not model_registry.is_loaded()
     cache.delete(model_registry.DESCRIPTION_KEY)
+
+
+async def test_frames_from_a_worker_that_is_not_the_sessions_never_reach_the_page():
+    """A restarted worker answers messages queued for its previous life: those answers are dropped."""
+    sent = []
+
+    async def send(frame):
+        sent.append(frame)
+
+    run = RemoteRun(send=send, channel_name="socket-channel")
+    run.worker = "inference-1"
+    await run.on_worker_frame({"frame": {"type": "error", "code": "no_run"}, "worker": "inference-0"})
+    await run.on_worker_frame({"frame": {"type": "step", "step": 1}, "worker": "inference-1"})
+    assert sent == [{"type": "step", "step": 1}]
