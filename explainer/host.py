@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import hmac
+import json
 import logging
 import secrets
 import time
@@ -226,7 +227,7 @@ class HostConsumer(AsyncJsonWebsocketConsumer):
             return
         seq = self.broadcast.keep(frame)
         await self.channel_layer.group_send(GROUP, {"type": "workshop.frame", "broadcast": self.broadcast.id,
-                                                    "seq": seq, "frame": frame})
+                                                    "seq": seq, "frame": frame, "bytes": len(json.dumps(frame))})
         await self.send_json(frame)
         if frame["type"] in ("status", "error"):
             await self._publish(replaces=self.broadcast.id)

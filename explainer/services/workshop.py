@@ -133,7 +133,7 @@ class Follower(NoFollower):
     async def on_frame(self, event: dict) -> None:
         """One frame of the host's run, for the group: forwarded in order while following."""
         if self.following:
-            await self._accept(event["broadcast"], [(event["seq"], event["frame"])])
+            await self._accept(event["broadcast"], [(event["seq"], event["frame"], event.get("bytes"))])
 
     async def on_event(self, event: dict) -> None:
         """News from a host: its state (pins, limits, broadcast), or the frames this socket asked for."""
@@ -166,10 +166,10 @@ class Follower(NoFollower):
             return
         if broadcast_id != self.broadcast_id:  # a new broadcast: its frames start again at 0
             self._reset(broadcast_id)
-        for seq, frame in frames:
+        for seq, frame, *size in frames:  # the host measured a live frame's size once for the whole room
             if seq < self.next_seq or seq in self.pending:
                 continue
-            size = len(json.dumps(frame))
+            size = size[0] if size and size[0] is not None else len(json.dumps(frame))
             if self.pending_bytes + size > settings.EXPLAINER_FOLLOW_PENDING_BYTES:
                 self.overflowed = True
                 continue
