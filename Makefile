@@ -10,7 +10,8 @@ EXPLAINER_MODEL ?= smollm2-135m-instruct
 # (EXPLAINER_MAX_FRAME_BYTES, docs/protocol.md "Limits and flow control").
 DAPHNE_LIMITS ?= --websocket-max-message-size 131072 --websocket-max-frame-size 131072 --application-close-timeout 10
 
-.PHONY: venv run test
+WORKERS ?= 2
+.PHONY: venv run test workshop
 
 venv: $(VENV)/.installed
 
@@ -25,6 +26,12 @@ $(VENV)/.installed: requirements.txt requirements-dev.txt
 run: venv
 	$(VENV)/bin/python manage.py migrate --noinput
 	EXPLAINER_MODEL=$(EXPLAINER_MODEL) $(VENV)/bin/daphne -b 127.0.0.1 -p $(PORT) $(DAPHNE_LIMITS) explainer.asgi:application
+
+# A class on one machine (docs/deploy.md): its own redis-server on a free loopback port (unless REDIS_URL is
+# set), WORKERS inference workers and Daphne on PORT, under honcho; it prints the host's password and a
+# one-time host login link. Ctrl-C stops them all. BIND=0.0.0.0 serves the LAN.
+workshop: venv
+	$(VENV)/bin/python manage.py workshop --port $(PORT) --workers $(WORKERS)
 
 # pytest exits 5 when it collects nothing; make passes that on as a failure.
 test: venv

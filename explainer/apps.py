@@ -14,4 +14,4 @@ class ExplainerConfig(AppConfig):
         if sys.argv[1:2] == ["runworker"]:
             from explainer.services import model_registry
 
-            model_registry.get_model()
+            model_registry.load_for_worker()

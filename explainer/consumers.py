@@ -11,6 +11,12 @@ from explainer.protocol import StrictJson, parse_frame
 from explainer.services import limits, runs, workshop
 from explainer.services.sessions import refusal
 
+try:  # the exception a send to a closed socket raises, where this channels version has one
+    from channels.exceptions import Disconnected
+except ImportError:  # pragma: no cover - channels 4.3 has none: Daphne drops sends to gone sockets itself
+    Disconnected = ConnectionError
+SOCKET_GONE = (Disconnected, ConnectionError)
+
 
 class SessionConsumer(StrictJson, AsyncJsonWebsocketConsumer):
     """One generation session per socket (docs/protocol.md)."""
@@ -20,31 +26,44 @@ class SessionConsumer(StrictJson, AsyncJsonWebsocketConsumer):
     async def connect(self):
         """Admit (connections per IP), open the visitor's run, join the workshop, say ready."""
         self.guard = limits.SocketGuard(self.scope)
-        await self.accept()
-        refusal = self.guard.admit()
-        if refusal is not None:
-            await self.send_json(refusal)
-            await self.close(code=limits.REFUSED_CLOSE_CODE)
-            return
-        self.run = runs.open_run(self.send_frame, self.channel_name)
-        self.follower = workshop.Follower(self) if self.follows_workshop else workshop.NoFollower()
-        await self.follower.join()
-        await self.send_frame({"type": "status", "state": "ready", "message": ""})
+        try:
+            await self.accept()
+            refusal = self.guard.admit()
+            if refusal is not None:
+                await self.send_json(refusal)
+                await self.close(code=limits.REFUSED_CLOSE_CODE)
+                return
+            self.run = runs.open_run(self.send_frame, self.channel_name)
+            self.follower = workshop.Follower(self) if self.follows_workshop else workshop.NoFollower()
+            await self.follower.join()
+            await self.send_frame({"type": "status", "state": "ready", "message": ""})
+        except BaseException:  # disconnect() never runs after a failed connect: the address's count comes back here
+            await self.disconnect(None)
+            raise
 
     async def send_frame(self, message: dict) -> int:
-        """Every server → client message goes through here; strict JSON; returns its encoded size (the outbound window counts it)."""
+        """Every server → client message goes through here; strict JSON; returns its encoded size (the outbound
+        window counts it). A socket that has gone is a close, not an error: nothing is sent to it again."""
+        if getattr(self, "gone", False):
+            return 0
+        self.frames_sent = getattr(self, "frames_sent", 0) + 1  # what the page's acks count (workshop catch-up)
         text = await self.encode_json(message)
-        await self.send(text_data=text)
+        try:
+            await self.send(text_data=text)
+        except SOCKET_GONE:
+            self.gone = True
         return len(text.encode("utf-8", "surrogatepass"))
 
     async def disconnect(self, code):
-        """Cancel the run and free its cache and kept tensors; leave the workshop group."""
-        if not hasattr(self, "run"):
+        """Cancel the run and free its cache and kept tensors; leave the workshop group (safe to call twice)."""
+        self.gone = True
+        try:
+            if hasattr(self, "follower"):
+                await self.follower.leave()
+            if hasattr(self, "run"):
+                await self.run.end()
+        finally:
             self.guard.release()
-            return
-        await self.follower.leave()
-        await self.run.end()
-        self.guard.release()
 
     async def receive(self, text_data=None, bytes_data=None, **kwargs):
         """Parse, dispatch to the verb's handler; any refusal is an `error` and the socket stays open."""
@@ -56,9 +75,12 @@ class SessionConsumer(StrictJson, AsyncJsonWebsocketConsumer):
             kind = message["type"]
             if kind in workshop.VERBS:
                 await self.follower.handle(message)
+
             else:
                 if kind == "start":
                     await self.follower.go_own_way()
+                elif kind == "ack":
+                    self.follower.saw_ack(message)
                 await getattr(self.run, kind)(message)
         except Exception as exc:  # answered in order: after the step in flight or asked for, if any
             await self.run.reply(refusal(exc))

@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import asyncio
 import hmac
+import json
 import logging
 import secrets
 import time
 
+from asgiref.sync import sync_to_async
 from channels.db import database_sync_to_async
 from channels.exceptions import ChannelFull
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
@@ -30,9 +32,10 @@ log = logging.getLogger(__name__)
 SESSION_FLAG = "workshop_host"
 NOT_HOST_CLOSE_CODE = 4003
 MAX_FAILURES, LOCKOUT_S = 5, 60  # wrong passwords per client address before a short lockout
+MAX_LOCKOUT_S, FAILURES_KEPT_S = 600, 3600  # each failure past MAX_FAILURES doubles the wait, up to 10 min
 STATS_EVERY_S = 1.0
 RUN_VERBS = ("pause", "resume", "step", "stop", "ack")
-COMMANDS = ("broadcast", "pin", "limits") + RUN_VERBS
+COMMANDS = ("broadcast", "pin", "limits", "reset") + RUN_VERBS
 
 
 # ---- the page ---------------------------------------------------------------------------------------
@@ -46,7 +49,8 @@ def _failures_key(request) -> str:
 
 @require_http_methods(["GET", "HEAD", "POST"])
 def host_page(request):
-    """Log in (POST password), log out (POST action=logout), or show the host's dashboard."""
+    """Log in (POST password, or the console's one-time ?link=), log out (POST action=logout), or show the
+    host's dashboard."""
     if not settings.EXPLAINER_HOST_PASSWORD:
         return render(request, "host.html", {"disabled": True}, status=404)
     if request.method == "POST" and request.POST.get("action") == "logout":
@@ -54,21 +58,49 @@ def host_page(request):
         return redirect("host")
     if request.method == "POST":
         return _log_in(request)
+    if "link" in request.GET:
+        return _log_in_by_link(request)
     return render(request, "host.html", {"logged_in": bool(request.session.get(SESSION_FLAG))})
 
 
+def _become_host(request):
+    request.session.cycle_key()  # a fresh session id for the new privilege
+    request.session[SESSION_FLAG] = True
+    return redirect("host")
+
+
+def _locked_for(failures: dict) -> float:
+    """Seconds this address must still wait: none before MAX_FAILURES, then LOCKOUT_S doubling per failure."""
+    if failures["n"] < MAX_FAILURES:
+        return 0.0
+    wait = min(MAX_LOCKOUT_S, LOCKOUT_S * 2 ** (failures["n"] - MAX_FAILURES))
+    return max(0.0, failures["last"] + wait - time.time())
+
+
 def _log_in(request):
+    """The password, with a per-address backoff kept in the shared cache (Redis across processes): a
+    guesser elsewhere never locks the host out, and one behind the same NAT is answered by the console's link."""
     key = _failures_key(request)
-    if cache.get(key, 0) >= MAX_FAILURES:
-        return render(request, "host.html", {"error": f"Too many wrong passwords: wait {LOCKOUT_S} s."}, status=429)
+    failures = cache.get(key) or {"n": 0, "last": 0.0}
+    if wait := _locked_for(failures):
+        return render(request, "host.html", {"error": f"Too many wrong passwords from this address: wait {wait:.0f} s, "
+                                             "or open the one-time host link printed by `make workshop`."}, status=429)
     given = request.POST.get("password", "")
     if hmac.compare_digest(given.encode(), settings.EXPLAINER_HOST_PASSWORD.encode()):
         cache.delete(key)
-        request.session.cycle_key()  # a fresh session id for the new privilege
-        request.session[SESSION_FLAG] = True
-        return redirect("host")
-    cache.set(key, cache.get(key, 0) + 1, LOCKOUT_S)
+        return _become_host(request)
+    cache.set(key, {"n": failures["n"] + 1, "last": time.time()}, FAILURES_KEPT_S)
     return render(request, "host.html", {"error": "Wrong password."}, status=403)
+
+
+def _log_in_by_link(request):
+    """`make workshop` prints /host/?link=<token> (EXPLAINER_HOST_LINK_TOKEN): it logs in once, past any lockout."""
+    token = settings.EXPLAINER_HOST_LINK_TOKEN
+    given = request.GET.get("link", "")
+    if token and hmac.compare_digest(given.encode(), token.encode()) and cache.add(f"host-link-used:{token}", True, None):
+        return _become_host(request)
+    return render(request, "host.html", {"error": "This host link is not valid or has been used: log in with the password."},
+                  status=403)
 
 
 @database_sync_to_async
@@ -130,6 +162,7 @@ class HostConsumer(StrictJson, AsyncJsonWebsocketConsumer):
         self.run = runs.open_run(self._send_frame, self.channel_name)
         await self.channel_layer.group_add(GROUP, self.channel_name)
         self.ticker = asyncio.create_task(self._tick())
+        host_stats.census_publisher.ensure_running()
 
     async def disconnect(self, code):
         if not hasattr(self, "run"):
@@ -178,6 +211,12 @@ class HostConsumer(StrictJson, AsyncJsonWebsocketConsumer):
         limits = workshop_policy.validate_limits(message)
         await self._announce(await workshop_policy.save_limits(limits))
 
+    async def _reset(self, _message: dict) -> None:
+        """Reset workshop: end this host's broadcast, clear pins, limits and the stored broadcast, tell everyone."""
+        await self.run.end()
+        self.broadcast = Broadcast()
+        await self._announce(await workshop_policy.reset())
+
     async def _send_frame(self, frame: dict) -> None:
         """The broadcast run's `send`: every frame to the room, numbered, and to the host's page."""
         if frame["type"] == "busy":  # no slot for the host's run: the host's news, not the room's
@@ -189,7 +228,7 @@ class HostConsumer(StrictJson, AsyncJsonWebsocketConsumer):
         frame = json_object(encode_frame(frame))  # a non-finite number: the room gets the named error instead
         seq = self.broadcast.keep(frame)
         await self.channel_layer.group_send(GROUP, {"type": "workshop.frame", "broadcast": self.broadcast.id,
-                                                    "seq": seq, "frame": frame})
+                                                    "seq": seq, "frame": frame, "bytes": len(json.dumps(frame))})
         await self.send_json(frame)
         if frame["type"] in ("status", "error"):
             await self._publish(replaces=self.broadcast.id)
@@ -241,8 +280,8 @@ class HostConsumer(StrictJson, AsyncJsonWebsocketConsumer):
 
     async def _stats(self) -> dict:
         shared = await workshop_policy.snapshot()
-        stats = host_stats.server_stats()
+        stats = await sync_to_async(host_stats.server_stats, thread_sensitive=False)()  # the shared cache's reads
         if settings.EXPLAINER_WORKERS:
-            stats = host_stats.with_workers(stats, await self.run.survey_workers())
+            stats = host_stats.with_workers(stats, *await self.run.survey_workers())
         return {"type": "host_stats", **stats, "broadcast": self.broadcast.summary or
                 shared["broadcast"], "pins": shared["pins"], "limits": shared["limits"]}

@@ -52,9 +52,21 @@ ASGI_APPLICATION = "explainer.asgi.application"
 # between Daphne processes and inference workers (`manage.py runworker`, docs/deploy.md).
 REDIS_URL = os.environ.get("REDIS_URL", "")
 EXPLAINER_WORKERS = bool(REDIS_URL)
+# channels_redis waits on Redis with 5-second blocking reads (BZPOPMIN); redis-py 8's default socket_timeout
+# is also 5 s, so an idle worker's read timed out and the process died. The socket timeout must be well
+# above the blocking read; keepalive finds a dead Redis connection instead.
+EXPLAINER_REDIS_SOCKET_TIMEOUT_S = float(os.environ.get("EXPLAINER_REDIS_SOCKET_TIMEOUT_S", "30"))
+REDIS_OPTIONS = {"socket_timeout": EXPLAINER_REDIS_SOCKET_TIMEOUT_S, "socket_connect_timeout": 5,
+                 "socket_keepalive": True}
 CHANNEL_LAYERS = {"default": {"BACKEND": "channels_redis.core.RedisChannelLayer",
-                              "CONFIG": {"hosts": [REDIS_URL], "capacity": 1000, "expiry": 60}}} if REDIS_URL \
+                              "CONFIG": {"hosts": [{"address": REDIS_URL, **REDIS_OPTIONS}],
+                                         "capacity": 1000, "expiry": 60}}} if REDIS_URL \
     else {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+# With REDIS_URL the cache is Redis too, so every process shares it (the host login's backoff, the
+# workers' model description for the pages); one process alone keeps it in memory.
+CACHES = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL,
+                      "OPTIONS": REDIS_OPTIONS}} if REDIS_URL \
+    else {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
 # The workers' channels (one `runworker` per GPU), how long a start waits for their pongs, and how long
 # a worker may stay silent before its visitors are told it was lost.
 EXPLAINER_WORKER_CHANNELS = [c.strip() for c in os.environ.get("EXPLAINER_WORKER_CHANNELS", "inference-0").split(",")
@@ -156,10 +168,15 @@ EXPLAINER_UNACKED_MAX = int(os.environ.get("EXPLAINER_UNACKED_MAX", "1024"))
 # Bytes written to a socket and not yet taken by its client, past which the socket is closed (4009); an
 # acking client's run already waits at half of it. 0 turns the bound off.
 EXPLAINER_MAX_QUEUED_BYTES = int(os.environ.get("EXPLAINER_MAX_QUEUED_BYTES", str(8 * 1024 * 1024)))
+# A workshop follower's host frames waiting for its page to read them (catch-up included), in bytes.
+EXPLAINER_FOLLOW_PENDING_BYTES = int(os.environ.get("EXPLAINER_FOLLOW_PENDING_BYTES", str(8 * 1024 * 1024)))
 EXPLAINER_MAX_DEVICE_QUEUE = int(os.environ.get("EXPLAINER_MAX_DEVICE_QUEUE", "16"))
 
 # Workshop mode (/host/): the host page's password; empty = workshop mode is off.
 EXPLAINER_HOST_PASSWORD = os.environ.get("EXPLAINER_HOST_PASSWORD", "")
+# A one-time login link (/host/?link=<token>) that `make workshop` prints on its console: it works once,
+# even while wrong passwords from the host's address (a classroom behind one NAT) have locked it out.
+EXPLAINER_HOST_LINK_TOKEN = os.environ.get("EXPLAINER_HOST_LINK_TOKEN", "")
 
 # Embeds (docs/embedding.md): which page origins may open /ws/embed/ ("*" = any; comma-separated list).
 EXPLAINER_EMBED_ORIGINS = [o.strip() for o in os.environ.get("EXPLAINER_EMBED_ORIGINS", "*").split(",") if o.strip()]

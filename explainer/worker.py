@@ -39,7 +39,7 @@ class VisitorSlot:
     async def send(self, frame: dict) -> None:
         if frame.get("type") == "status":
             frame = {**frame, "worker": self.worker.name}  # which worker runs this session (docs/deploy.md)
-        await self.worker.reply(self.reply, {"type": "worker.frame", "frame": frame})
+        await self.worker.reply(self.reply, {"type": "worker.frame", "frame": frame, "worker": self.worker.name})
 
     async def _serve(self) -> None:
         while True:

@@ -64,6 +64,7 @@ class GenerationSession:
         self.finished: str | None = None
         self.emitted_text = ""
         self.started = self.first_token_at = None
+        self.held_at: float | None = None  # paused since (hold/unhold): left out of the timing figures
         self.kept.clear()
 
     @property
@@ -152,6 +153,25 @@ class GenerationSession:
         self.step_index, self.finished = steps, "stopped"
         self.emitted_text = self._decoded_text()
         self.kept.drop_from(steps + 1)
+
+    def hold(self) -> None:
+        """The visitor paused: the time until unhold() is not generation time (tokens/s, total, elapsed)."""
+        if self.held_at is None:
+            self.held_at = time.perf_counter()
+
+    def clock(self) -> float:
+        """Now on the run's clock: stopped while the run is held."""
+        return self.held_at if self.held_at is not None else time.perf_counter()
+
+    def unhold(self) -> None:
+        """Shift the run's clocks past the pause, so every figure derived from them leaves it out."""
+        if self.held_at is None:
+            return
+        gap, self.held_at = time.perf_counter() - self.held_at, None
+        if self.started is not None:
+            self.started += gap
+        if self.first_token_at is not None:
+            self.first_token_at += gap
 
     def fork(self, step: int, token_id: int) -> dict:
         """Go back to step ``step`` and continue with ``token_id`` instead of the sampled token."""

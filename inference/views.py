@@ -1,8 +1,6 @@
 """Turn a forward pass's captured tensors into payloads (see payload.SCHEMA and docs/protocol.md)."""
 from __future__ import annotations
 
-import time
-
 import torch
 
 from .adapters import rope_theta
@@ -114,8 +112,8 @@ def step_view(session, pending: dict, result, delta: str, forced: bool) -> dict:
     keys, weights = head_top_keys(attn)
     position = session.prompt_length + session.step_index - 2
     input_id = session.ids[position]
-    elapsed = time.perf_counter() - session.started
-    decode_s = time.perf_counter() - session.first_token_at
+    elapsed = session.clock() - session.started  # paused time left out (GenerationSession.hold)
+    decode_s = session.clock() - session.first_token_at
     tokens = len(session.generated)
     step = {
         "type": "step", "schema_version": SCHEMA_VERSION, "step": session.step_index,
@@ -145,7 +143,7 @@ def step_view(session, pending: dict, result, delta: str, forced: bool) -> dict:
 
 
 def done_view(session) -> dict:
-    total = time.perf_counter() - session.started if session.started else 0.0
+    total = session.clock() - session.started if session.started else 0.0
     ttft = session.first_token_at - session.started if session.first_token_at else None
     n = len(session.generated)
     tpot = (total - ttft) / (n - 1) if ttft is not None and n > 1 else None

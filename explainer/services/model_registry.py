@@ -1,5 +1,6 @@
 """The one model this process explains: loaded lazily, once, and shared by every visitor."""
 import threading
+import time
 
 from django.conf import settings
 
@@ -58,6 +59,8 @@ def notice() -> dict | None:
 
 def model_status() -> dict:
     """What templates need: the description when loaded, else the reason it could not be."""
+    if settings.EXPLAINER_WORKERS:  # a Daphne process in REDIS_URL mode: the workers hold the model
+        return workers_status()
     try:
         return {"spec": settings.EXPLAINER_MODEL, "ok": True, "description": get_model().description.to_dict(), "error": None,
                 "notice": notice()}
@@ -71,7 +74,10 @@ _start_lock = threading.Lock()  # not _lock: the loading thread holds that one f
 
 def page_status(wait_s: float = 2.0) -> dict:
     """model_status for pages, which must not wait long for a first load: it goes on in the background
-    (the article paints from a recorded example meanwhile) and the page says the model is loading."""
+    (the article paints from a recorded example meanwhile) and the page says the model is loading.
+    With inference workers (REDIS_URL) this process never loads it: the page shows what a worker published."""
+    if settings.EXPLAINER_WORKERS:
+        return workers_status()
     if not is_loaded():
         with _start_lock:
             thread = _background.get("load")
@@ -83,6 +89,67 @@ def page_status(wait_s: float = 2.0) -> dict:
             return {"spec": settings.EXPLAINER_MODEL, "ok": True, "loading": True, "description": None, "error": None,
                     "notice": notice(), "progress": dict(_progress)}
     return model_status()
+
+
+def check_device(device: str) -> None:
+    """Refuse a device this machine does not have with one line, before torch fails with a traceback."""
+    import torch
+
+    if device == "auto" or not device.startswith("cuda"):
+        return
+    if not torch.cuda.is_available():
+        raise SystemExit(f"EXPLAINER_DEVICE={device}: this machine has no CUDA device that torch "
+                         f"{torch.__version__} can use; set EXPLAINER_DEVICE=auto (or cpu)")
+    index = torch.device(device).index or 0
+    if index >= torch.cuda.device_count():
+        raise SystemExit(f"EXPLAINER_DEVICE={device}: this machine has {torch.cuda.device_count()} CUDA "
+                         f"device(s) (cuda:0 … cuda:{torch.cuda.device_count() - 1}); set EXPLAINER_DEVICE=auto")
+
+
+def load_for_worker() -> None:
+    """An inference worker loads its model before it listens, then publishes its description for the pages;
+    a model or device it cannot load ends the process with one line."""
+    import os
+
+    import torch
+
+    index = os.environ.get("EXPLAINER_WORKER_INDEX", "")
+    if settings.EXPLAINER_DEVICE == "auto" and index.isdigit() and torch.cuda.device_count() > 1:
+        settings.EXPLAINER_DEVICE = f"cuda:{int(index) % torch.cuda.device_count()}"  # one GPU per worker
+    check_device(settings.EXPLAINER_DEVICE)
+    try:
+        get_model()
+    except ModelNotAvailable as exc:
+        raise SystemExit(f"inference worker: {exc}") from None
+    for attempt in range(40):  # Redis may still be starting (`make workshop` starts them together)
+        try:
+            return publish_description()
+        except Exception as exc:  # the pages then say "loading"; the worker still serves
+            failure = exc
+            time.sleep(0.5)
+    print(f"inference worker: could not publish the model description: {failure}")
+
+
+DESCRIPTION_KEY = "explainer:model-description"  # the shared cache (Redis in REDIS_URL mode)
+
+
+def publish_description() -> None:
+    """An inference worker tells the pages (served by Daphne processes without the model) what it loaded."""
+    from django.core.cache import cache
+
+    cache.set(DESCRIPTION_KEY, get_model().description.to_dict(), None)
+
+
+def workers_status() -> dict:
+    """model_status for a Daphne process in REDIS_URL mode: the workers' model, never loaded here."""
+    from django.core.cache import cache
+
+    try:
+        description = cache.get(DESCRIPTION_KEY)
+    except Exception:  # Redis unreachable: the page still renders, with the recorded example
+        description = None
+    return {"spec": settings.EXPLAINER_MODEL, "ok": True, "loading": description is None,
+            "description": description, "error": None}
 
 
 def _load_quietly() -> None:

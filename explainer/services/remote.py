@@ -32,6 +32,7 @@ class RemoteRun:
         self.pongs: dict[str, dict] = {}
         self.pong_arrived = asyncio.Event()
         self.surveyed: dict[str, tuple[float, dict]] = {}  # worker -> (when, pong with stats), for the host
+        self.surveying_since: float | None = None  # the host page's first survey (silence is judged after 3 s)
         self.outbox: asyncio.Queue = asyncio.Queue(maxsize=64)
         self.sender: asyncio.Task | None = None
 
@@ -56,6 +57,8 @@ class RemoteRun:
         return forward
 
     def _queue(self, message: dict) -> None:
+        if message["type"] == "ack" and self.worker is None:
+            return  # acks of frames no worker sent (a follower's page, a lost worker's): never `no_run`
         if self.outbox.full():
             raise ProtocolError("rate_limited", "too many messages waiting for the inference worker")
         self.outbox.put_nowait(message)
@@ -78,6 +81,8 @@ class RemoteRun:
             self.heard = time.monotonic()
             self.watchdog = asyncio.create_task(self._watch())
         elif self.worker is None:
+            if message["type"] == "ack":  # a follower's or a lost session's reading: nothing to tell a worker
+                return
             raise ProtocolError("no_run", "start a run first")
         await self._send_to(self.worker, {"type": "visitor.frame", "reply": self.channel_name, "message": message})
 
@@ -107,18 +112,26 @@ class RemoteRun:
             if pong["worker"] == self.worker:
                 self.heard = time.monotonic()
             return
-        if self.worker is not None:
+        if self.worker is not None and event.get("worker", self.worker) == self.worker:
             self.heard = time.monotonic()
             await self.send(event["frame"])
+        # else: a restarted worker answering messages queued for its previous life (this session lives on
+        # another worker now): its `no_run`s must not reach the page
 
-    async def survey_workers(self) -> list[dict]:
+    async def survey_workers(self) -> tuple[list[dict], list[str]]:
         """The workers' latest answers with their stats (at most 3 s old), then ask again: the host page's
-        view of the cluster, since in this mode the model, the generations and the queues live there."""
+        view of the cluster, since in this mode the model, the generations and the queues live there.
+        Also the configured workers that have not answered lately (dead, or not started): a warning."""
         now = time.monotonic()
         fresh = [pong for when, pong in self.surveyed.values() if now - when < 3 * PING_EVERY_S]
+        if self.surveying_since is None:
+            self.surveying_since = now
+        answered = {pong["worker"] for pong in fresh}
+        silent = [] if now - self.surveying_since < 3 * PING_EVERY_S else \
+            [w for w in settings.EXPLAINER_WORKER_CHANNELS if w not in answered]
         for worker in settings.EXPLAINER_WORKER_CHANNELS:
             await self._send_to(worker, {"type": "worker.ping", "reply": self.channel_name, "stats": True})
-        return sorted(fresh, key=lambda pong: pong["worker"])
+        return sorted(fresh, key=lambda pong: pong["worker"]), silent
 
     # ---- helpers ------------------------------------------------------------------------------
     async def _send_to(self, worker: str, event: dict) -> None:

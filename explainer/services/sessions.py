@@ -172,6 +172,7 @@ class VisitorRun:
             if control.state == STOPPING or self.session.finished:
                 return False
             if control.step_asked or (control.state == RUNNING and not self.window.full):
+                self.session.unhold()
                 return True
             if control.state == RUNNING:  # a slow reader: hold until its acks make room
                 control.hold()
@@ -181,6 +182,7 @@ class VisitorRun:
                 control.unhold()
                 await self.send(status(RUNNING))
                 continue
+            self.session.hold()  # waiting (paused, held) is not generation time: the timing figures leave it out
             await control.changed.wait()
 
     async def _one_step(self) -> None:

@@ -7,12 +7,21 @@ asks the group for the frames so far (a "sync" event); the host answers that cha
 """
 from __future__ import annotations
 
+import asyncio
+import json
+import time
+
+from django.conf import settings
+
 from explainer.protocol import ProtocolError
 from explainer.services import workshop_policy
+from explainer.services.limits import RateLimited, TokenBucket
 
 VERBS = ("follow",)
 GROUP = "workshop"
 RESYNC_EVERY = 32  # frames waiting behind a gap: ask the host again (its answer may have been dropped)
+SYNC_AGAIN_S = 2.0  # at most one catch-up request in flight per follower
+FOLLOW_RATE_PER_S, FOLLOW_BURST = 0.5, 4  # follow toggles: a few clicks, never a replay flood
 
 _present: set["Follower"] = set()  # this process's article sockets, for the host page
 
@@ -43,6 +52,8 @@ class NoFollower:
 
     async def on_event(self, event): pass
 
+    def saw_ack(self, message): pass
+
 
 class Follower(NoFollower):
     """One article socket's place in the workshop: following or not, and the host frames still to forward."""
@@ -51,10 +62,17 @@ class Follower(NoFollower):
         super().__init__(consumer)
         self.joined = False
         self.state = workshop_policy.as_snapshot(None)
+        self.toggles = TokenBucket(FOLLOW_RATE_PER_S, FOLLOW_BURST)
+        self.acked, self.acking = 0, False  # the page's acks: host frames go out within the window too
+        self.room = asyncio.Event()
+        self.flushing = asyncio.Lock()
+        self.waiter: asyncio.Task | None = None
+        self.sync_asked = 0.0
         self._reset(None)
 
     def _reset(self, broadcast_id: str | None) -> None:
-        self.broadcast_id, self.next_seq, self.pending = broadcast_id, 0, {}
+        self.broadcast_id, self.next_seq, self.pending, self.pending_bytes = broadcast_id, 0, {}, 0
+        self.overflowed = False  # frames were dropped for the byte bound: ask again once drained
 
     @property
     def layer(self):
@@ -67,11 +85,16 @@ class Follower(NoFollower):
         await self.layer.group_add(GROUP, self.consumer.channel_name)
         self.joined = True
         _present.add(self)
+        from explainer.services.host_stats import census_publisher  # (host_stats imports this module)
+
+        census_publisher.ensure_running()  # the host page counts this process's visitors with the room's
         self.state = await workshop_policy.snapshot()
         await self._tell()
 
     async def leave(self) -> None:
         _present.discard(self)
+        if self.waiter:
+            self.waiter.cancel()
         if self.joined:
             self.joined = False
             await self.layer.group_discard(GROUP, self.consumer.channel_name)
@@ -83,6 +106,8 @@ class Follower(NoFollower):
             raise ProtocolError("wrong_type", "on must be true or false", "on")
         if not self.joined:
             raise ProtocolError("invalid_state", "workshop mode is off on this server", "type")
+        if wait := self.toggles.take():
+            raise RateLimited(round(wait, 2))
         if on and not self.following:
             await self.consumer.run.end()  # one run on the page at a time: the host's replaces the visitor's
         if on != self.following:
@@ -90,7 +115,7 @@ class Follower(NoFollower):
             self._reset(None)
         await self._tell()
         if on:
-            await self._ask_sync()  # the frames of a host's run already on its way
+            await self._ask_sync(force=True)  # the frames of a host's run already on its way
 
     async def go_own_way(self) -> None:
         """Before the visitor's own start: refused while the host allows no own runs; else stop following."""
@@ -99,7 +124,7 @@ class Follower(NoFollower):
         self.state = await workshop_policy.snapshot()
         if not self.state["limits"]["own_runs_allowed"]:
             raise ProtocolError("workshop_pinned", "the workshop host has turned off visitors' own runs: "
-                                "follow the host's run", "type")
+                                "follow the host's run")
         if self.following:
             self.following = False
             self._reset(None)
@@ -108,7 +133,7 @@ class Follower(NoFollower):
     async def on_frame(self, event: dict) -> None:
         """One frame of the host's run, for the group: forwarded in order while following."""
         if self.following:
-            await self._accept(event["broadcast"], [(event["seq"], event["frame"])])
+            await self._accept(event["broadcast"], [(event["seq"], event["frame"], event.get("bytes"))])
 
     async def on_event(self, event: dict) -> None:
         """News from a host: its state (pins, limits, broadcast), or the frames this socket asked for."""
@@ -118,30 +143,83 @@ class Follower(NoFollower):
             await self._tell()
         elif kind == "frames" and self.following:
             await self._accept(event["broadcast"], event["frames"])
-            # What the host did not keep will never come: go on from its next frame.
-            if event["broadcast"] == self.broadcast_id and self.next_seq < event["next_seq"]:
-                self.next_seq = event["next_seq"]
+            # What the host did not keep will never come: go on from the first frame it still has.
+            offered = [seq for seq, _ in event["frames"] if seq >= self.next_seq]
+            skip_to = min(offered) if offered else event["next_seq"]
+            if event["broadcast"] == self.broadcast_id and self.next_seq not in self.pending and self.next_seq < skip_to:
+                self.next_seq = skip_to
                 self.pending = {seq: f for seq, f in self.pending.items() if seq >= self.next_seq}
+                self.pending_bytes = sum(size for _, size in self.pending.values())
                 await self._flush()
 
+    def saw_ack(self, message: dict) -> None:
+        """The page has read `received` messages on this socket: held host frames may go on."""
+        received = message.get("received")
+        if isinstance(received, int) and not isinstance(received, bool):
+            self.acked, self.acking = max(self.acked, received), True
+            self.room.set()
+
     async def _accept(self, broadcast_id: str | None, frames) -> None:
+        """Keep the frames still to forward, at most EXPLAINER_FOLLOW_PENDING_BYTES of them (the rest are
+        asked for again once the page has read these), then forward what the window allows."""
         if broadcast_id is None:
             return
         if broadcast_id != self.broadcast_id:  # a new broadcast: its frames start again at 0
             self._reset(broadcast_id)
-        for seq, frame in frames:
-            if seq >= self.next_seq:
-                self.pending[seq] = frame
+        for seq, frame, *size in frames:  # the host measured a live frame's size once for the whole room
+            if seq < self.next_seq or seq in self.pending:
+                continue
+            size = size[0] if size and size[0] is not None else len(json.dumps(frame))
+            if self.pending_bytes + size > settings.EXPLAINER_FOLLOW_PENDING_BYTES:
+                self.overflowed = True
+                continue
+            self.pending[seq] = (frame, size)
+            self.pending_bytes += size
         await self._flush()
-        if self.pending and len(self.pending) % RESYNC_EVERY == 1:
+        if self.pending and self.next_seq not in self.pending and len(self.pending) % RESYNC_EVERY == 1:
             await self._ask_sync()  # a gap: some frames were dropped on the way (a full channel)
 
-    async def _flush(self) -> None:
-        while self.next_seq in self.pending:
-            await self.consumer.send_frame(self.pending.pop(self.next_seq))
-            self.next_seq += 1
+    def _behind(self) -> bool:
+        """The page's unread messages on this socket: the run's window, or the ceiling before any ack."""
+        sent = getattr(self.consumer, "frames_sent", 0)
+        if self.acking:
+            return sent - self.acked > settings.EXPLAINER_OUTBOUND_WINDOW
+        return sent > settings.EXPLAINER_UNACKED_MAX
 
-    async def _ask_sync(self) -> None:
+    async def _flush(self) -> None:
+        """Forward the frames in order while the page keeps up; else a waiter goes on when it has read."""
+        if await self._forward() and (self.waiter is None or self.waiter.done()):
+            self.waiter = asyncio.create_task(self._resume_when_read())
+
+    async def _forward(self) -> bool:
+        """Send what the window allows; True when frames wait for the page's acks (bounded in bytes)."""
+        async with self.flushing:
+            while self.next_seq in self.pending:
+                if self._behind():
+                    return True
+                frame, size = self.pending.pop(self.next_seq)
+                self.pending_bytes -= size
+                self.next_seq += 1
+                await self.consumer.send_frame(frame)
+        if self.overflowed and not self.pending and self.following:
+            self.overflowed = False
+            await self._ask_sync(force=True)  # the frames dropped for the byte bound
+        return False
+
+    async def _resume_when_read(self) -> None:
+        while True:
+            while self._behind():
+                self.room.clear()
+                await self.room.wait()
+            if not await self._forward():
+                return
+
+    async def _ask_sync(self, force: bool = False) -> None:
+        """Ask the host for the frames so far; one request in flight (its answer can be big)."""
+        now = time.monotonic()
+        if not force and now - self.sync_asked < SYNC_AGAIN_S:
+            return
+        self.sync_asked = now
         await self.layer.group_send(GROUP, {"type": "workshop.event", "kind": "sync", "reply_to": self.consumer.channel_name})
 
     async def _tell(self) -> None:

@@ -86,6 +86,12 @@ def save_limits(limits: dict) -> dict:
 
 
 @database_sync_to_async
+def reset() -> dict:
+    """The host's "reset workshop": no pins, the server's limits, no stored broadcast."""
+    return _update(pins={}, broadcast={}, **NO_LIMITS)
+
+
+@database_sync_to_async
 def save_broadcast(summary: dict, replaces: str | None = None) -> dict | None:
     """Store the host's broadcast; with `replaces`, only while that broadcast is still the stored one."""
     state = WorkshopState.load()

@@ -113,6 +113,7 @@ function updateButtons() {
   $("#btn-resume").disabled = !driven || phase !== "paused";
   $("#btn-step").disabled = !driven || (phase !== "paused" && phase !== "idle") || stepAsked;
   $("#btn-stop").disabled = !driven || !LIVE.has(phase);
+  if (!workshop.ownRunsAllowed) $("#btn-play").disabled = true; // the workshop host turned own runs off
 }
 
 // ---- banner and reply -----------------------------------------------------------------------
@@ -278,7 +279,7 @@ function init() {
   bindRanges();
   bindButtons();
   recorder = new RunRecorder($("#btn-save"), $("#permalink"));
-  workshop.bind($("#workshop-banner"), $("#params"));
+  workshop.bind($("#workshop-banner"), $("#params"), updateButtons);
   client.addEventListener("message", (e) => onMessage(e.detail));
   client.addEventListener("state", (e) => {
     connection = { ...e.detail, retryAt: e.detail.retryInMs != null ? Date.now() + e.detail.retryInMs : null };

@@ -68,7 +68,8 @@ function stat(name, text) {
 // ---- server messages ----------------------------------------------------------------------------
 
 function renderStats(s) {
-  stat("connected", String(s.visitors.connected));
+  const processes = s.visitors.processes > 1 ? ` over ${s.visitors.processes} Daphne processes` : "";
+  stat("connected", `${s.visitors.connected}${processes}`);
   stat("following", String(s.visitors.following));
   const cap = s.limits.max_sessions != null ? ` (workshop limit ${s.limits.max_sessions})` : "";
   stat("generations", `${s.generations.active} of ${s.generations.limit}${cap}`);
@@ -78,9 +79,15 @@ function renderStats(s) {
     : `${m.spec}: not loaded yet (it loads on the first run)`);
   stat("device", s.device.name);
   if (s.workers) {  // REDIS_URL mode: the model runs on inference workers
-    stat("workers", s.workers.map((w) => `${w.worker} on ${w.device.name}: ${w.generations.active} of `
-      + `${w.generations.limit} generating, ${bytes(w.device.memory.used_bytes)} used`).join("; ")
+    stat("workers", s.workers.map((w) => `${w.worker} on ${w.device.name}: ${w.sessions} sessions, `
+      + `${w.generations.active} of ${w.generations.limit} generating, queue `
+      + `${Object.values(w.queue).reduce((a, b) => a + b, 0)}, ${bytes(w.device.memory.used_bytes)} used`).join("; ")
       || "none answering: start `manage.py runworker inference-0`");
+    const warning = $("#workers-warning");
+    const silent = s.workers_silent || [];
+    warning.hidden = !silent.length;
+    warning.textContent = silent.length ? `Not answering: ${silent.join(", ")}. Its visitors get worker_lost `
+      + "and can start again on the other workers; restart it (`manage.py runworker " + silent[0] + "`)." : "";
   }
   const mem = s.device.memory;
   const what = mem.kind === "cuda" ? "allocated on the GPU" : "resident in this process";
@@ -92,9 +99,28 @@ function renderStats(s) {
   $("#pins-now").textContent = describe(s.pins) || "nothing";
   const limits = describe({ max_new_tokens: s.limits.max_new_tokens, max_sessions: s.limits.max_sessions });
   $("#limits-now").textContent = `${limits || "the server's"}; own runs ${s.limits.own_runs_allowed ? "allowed" : "off"}`;
+  renderOverrides(s.pins, s.limits);
   broadcast = s.broadcast || {};
   renderBroadcast();
   if (!formsFilled) fillForms(s);
+}
+
+/** Which of the broadcast form's fields the pins (and the token cap) will override, said next to the form. */
+function renderOverrides(pins, limits) {
+  const form = $("#broadcast-form");
+  const notes = [];
+  for (const input of form.querySelectorAll("input[type=number]")) {
+    const pinned = Object.hasOwn(pins, input.name);
+    input.classList.toggle("pinned", pinned);
+    if (pinned && number(input) !== pins[input.name]) notes.push(`${input.name} ${input.value} → ${pins[input.name]}`);
+  }
+  const cap = limits.max_new_tokens;
+  if (cap != null && !Object.hasOwn(pins, "max_new_tokens") && number(form.elements.max_new_tokens) > cap) {
+    notes.push(`max_new_tokens ${form.elements.max_new_tokens.value} → ${cap} (limit)`);
+  }
+  const node = $("#broadcast-overrides");
+  node.hidden = !notes.length;
+  node.textContent = notes.length ? `Pinned, so the broadcast will run with: ${notes.join(", ")}.` : "";
 }
 
 function renderBroadcast() {
@@ -108,10 +134,10 @@ function renderBroadcast() {
 /** The pins and limits already in force, once, so a reloaded page does not undo them. */
 function fillForms(s) {
   formsFilled = true;
-  for (const [name, value] of Object.entries(s.pins)) {
-    const box = document.querySelector(`#pins-form [data-pin="${name}"]`);
-    const input = document.querySelector(`#pins-form input[name="${name}"]`);
-    if (box && input) { box.checked = true; input.value = value; }
+  for (const box of document.querySelectorAll("#pins-form [data-pin]")) {
+    const name = box.dataset.pin;
+    box.checked = Object.hasOwn(s.pins, name);
+    if (box.checked) document.querySelector(`#pins-form input[name="${name}"]`).value = s.pins[name];
   }
   const limits = $("#limits-form");
   limits.elements.max_new_tokens.value = s.limits.max_new_tokens ?? "";
@@ -188,7 +214,14 @@ function bindLimits() {
   });
 }
 
+function bindReset() {
+  $("#btn-reset").addEventListener("click", () => {
+    if (window.confirm("End the broadcast and clear the pins and limits?")) { formsFilled = false; send({ type: "reset" }); }
+  });
+}
+
 function init() {
+  bindReset();
   bindBroadcast();
   bindPins();
   bindLimits();

@@ -1,13 +1,18 @@
-// Workshop mode on the article: a banner to follow the host's broadcast run (or go on alone), and the
-// host's pinned parameters shown in the prompt box. The host's frames arrive as ordinary session,
-// prefill, step and done messages, so the page draws them like its own run (docs/protocol.md).
+// Workshop mode on the article: a banner at the top of the page to follow the host's broadcast run (or go
+// on alone), the host's pinned parameters shown in the prompt box, and while following, the host's prompt
+// and parameters in that box, read-only. The host's frames arrive as ordinary session, prefill, step and
+// done messages, so the page draws them like its own run (docs/protocol.md).
+import { fillPromptForm, readMessages, readParams } from "./prompt-form.js";
 
 export class WorkshopFollow {
   following = false;
+  ownRunsAllowed = true;
   request = null; // {messages, params} of the host's broadcast, for "Save run" while following
   #client;
   #banner = null;
   #params = null;
+  #onChange = () => {};
+  #own = null; // the visitor's own prompt and parameters, put back when they go on alone
   #last = null; // the last `workshop` message
 
   /** Construct before the page listens to the client: this state is current when the page redraws. */
@@ -17,49 +22,68 @@ export class WorkshopFollow {
   }
 
   /** The banner element to fill and the parameters fieldset to pin. */
-  bind(banner, params) {
+  bind(banner, params, onChange = () => {}) {
     this.#banner = banner;
     this.#params = params;
+    this.#onChange = onChange;
     if (this.#last) this.#render();
   }
 
-  follow(on) { this.#client.send({ type: "follow", on }); }
+  follow(on) {
+    if (!on && !this.ownRunsAllowed) return; // refused up front: the host allows no runs of your own
+    this.#client.send({ type: "follow", on });
+  }
 
   #update(msg) {
     this.#last = msg;
     this.following = msg.following;
+    this.ownRunsAllowed = msg.limits?.own_runs_allowed !== false;
     const b = msg.broadcast || {};
     this.request = b.messages ? { messages: b.messages, params: b.params || {} } : null;
     this.#render();
   }
 
+  /** Workshop mode is on from the first `workshop` message: the banner is there from then on. */
   #render() {
     if (!this.#banner) return;
     const msg = this.#last;
     const text = this.following
       ? (msg.host_live ? "Following the host's run: your page shows it step by step." : "Following the host: waiting for their next run.")
-      : (msg.host_live ? "The host is broadcasting a run." : "");
+      : (msg.host_live ? "The host is broadcasting a run." : "Workshop: follow the host to see their runs on your page.");
     const notes = this.#notes(msg);
     this.#banner.replaceChildren();
-    this.#banner.hidden = !text && !notes.length;
+    this.#banner.hidden = false;
     this.#banner.dataset.following = String(this.following);
-    if (text) {
-      const button = document.createElement("button");
-      button.type = "button";
-      button.className = this.following ? "secondary" : "primary";
-      button.textContent = this.following ? "Go on my own" : "Follow";
-      button.addEventListener("click", () => this.follow(!this.following));
-      const line = document.createElement("p");
-      line.textContent = text;
-      this.#banner.append(line, button);
-    }
+    const button = document.createElement("button");
+    button.type = "button";
+    button.className = this.following ? "secondary" : "primary";
+    button.textContent = this.following ? "Go on my own" : "Follow the host";
+    button.disabled = this.following && !this.ownRunsAllowed;
+    if (button.disabled) button.title = "the host has turned off runs of your own";
+    button.addEventListener("click", () => this.follow(!this.following));
+    const line = document.createElement("p");
+    line.textContent = text;
+    this.#banner.append(line, button);
     for (const note of notes) {
       const line = document.createElement("p");
       line.className = "workshop-pinned";
       line.textContent = note;
       this.#banner.append(line);
     }
+    this.#showHostPrompt();
     this.#pin(msg.pins || {});
+  }
+
+  /** While following, the prompt box shows the host's prompt and parameters, read-only; then the visitor's again. */
+  #showHostPrompt() {
+    if (!this.#params) return;
+    const form = this.#params.closest("form");
+    const host = this.following ? this.request : null;
+    if (host && !this.#own) this.#own = { messages: readMessages(), params: readParams() };
+    if (host) fillPromptForm(host.messages, host.params, this.#onChange);
+    else if (this.#own && !this.following) { fillPromptForm(this.#own.messages, this.#own.params, this.#onChange); this.#own = null; }
+    for (const fieldset of form?.querySelectorAll("fieldset") || []) fieldset.disabled = Boolean(host);
+    form?.classList.toggle("host-prompt", Boolean(host));
   }
 
   #notes(msg) {
@@ -68,7 +92,11 @@ export class WorkshopFollow {
     if (pins.length) notes.push(`The host pinned ${pins.map(([k, v]) => `${k} = ${JSON.stringify(v)}`).join(", ")} for every run.`);
     const limits = msg.limits || {};
     if (limits.max_new_tokens != null) notes.push(`Runs stop after at most ${limits.max_new_tokens} new tokens.`);
-    if (limits.own_runs_allowed === false) notes.push("The host has turned off runs of your own: follow the host's run.");
+    if (limits.own_runs_allowed === false) {
+      notes.push(this.following ? "The host has turned off runs of your own: you follow the host's run."
+        : "The host has turned off runs of your own: press Follow the host to see the host's run.");
+    }
+    if (this.following && this.request) notes.push("The prompt box shows the host's prompt and parameters (read-only).");
     return notes;
   }
 

@@ -108,3 +108,56 @@ def test_a_broadcast_reaches_two_browser_contexts_in_sync(browser, site_url):
         expect(host.locator("#pins-now")).to_have_text("nothing")
         for context in [host_context] + [c for c, _ in contexts]:
             context.close()
+
+
+def test_students_follow_from_the_top_see_the_hosts_prompt_and_the_host_resets(browser, site_url):
+    """Workshop mode on, no broadcast yet: "Follow the host" is at the top. A follower's prompt box shows the
+    host's prompt, read-only; with own runs off, going alone is refused up front; reset clears it all."""
+    host_context, host = open_context(browser)
+    student_context, student = open_context(browser)
+    try:
+        log_in_as_host(host, site_url)
+        student.goto(site_url + "/")
+        banner = student.locator("#workshop-banner")
+        expect(banner.locator("button")).to_have_text("Follow the host")
+        assert banner.bounding_box()["y"] < 400  # at the top of the page, not under the prompt box
+
+        # The host pins the temperature: its own broadcast form says what will override it.
+        host.locator('#pins-form [data-pin="temperature"]').check()
+        host.locator('#pins-form input[name="temperature"]').fill("0")
+        host.locator("#btn-pin").click()
+        expect(host.locator("#broadcast-overrides")).to_contain_text("temperature 0.7 → 0")
+        for name in ("min_p", "repetition_penalty", "presence_penalty", "frequency_penalty"):
+            expect(host.locator(f'#broadcast-form input[name="{name}"]')).to_be_visible()
+
+        banner.locator("button").click()
+        expect(banner).to_contain_text("Following the host")
+        host.locator('#broadcast-form textarea[name="prompt"]').fill("Tell me about tokens.")
+        host.locator('#broadcast-form input[name="paused"]').check()
+        host.locator("#btn-broadcast").click()
+        expect(student.locator("#messages textarea").first).to_have_value("Tell me about tokens.")
+        expect(student.locator('#params input[name="top_k"]')).to_be_disabled()  # the whole box, read-only
+        expect(student.locator("#messages textarea").first).to_be_disabled()
+        expect(student.locator('#params input[name="temperature"]')).to_have_value("0")
+
+        # Own runs off: "Go on my own" and Play are refused before anything is sent.
+        host.locator('#limits-form input[name="own_runs_allowed"]').uncheck()
+        host.locator("#btn-limits").click()
+        expect(banner.locator("button")).to_be_disabled()
+        expect(banner).to_contain_text("turned off runs of your own")
+        expect(student.locator("#btn-play")).to_be_disabled()
+        assert "(type)" not in student.locator("body").inner_text()
+
+        host.once("dialog", lambda dialog: dialog.accept())
+        host.locator("#btn-reset").click()
+        expect(host.locator("#pins-now")).to_have_text("nothing")
+        expect(host.locator("#broadcast-state")).to_have_text("No broadcast yet.")
+        expect(banner.locator("button")).to_be_enabled()
+        banner.locator("button").click()  # go on alone: the student's own prompt is back, editable
+        expect(student.locator('#params input[name="top_k"]')).to_be_enabled()
+        expect(student.locator("#messages textarea").first).not_to_have_value("Tell me about tokens.")
+        for page in (host, student):
+            assert not page.errors, page.errors
+    finally:
+        for context in (host_context, student_context):
+            context.close()

@@ -1,6 +1,7 @@
 """Scale-out on Redis: two Daphne processes, two inference workers, a real redis-server.
 
-Sessions spread over both workers; killing one gives its visitors a `worker_lost` error while the
+After a quiet minute (every process must stay up, and no Daphne loads the model), sessions spread
+over both workers; killing one gives its visitors a `worker_lost` error while the
 other worker's visitors finish their runs.
 """
 import asyncio
@@ -12,6 +13,7 @@ import socket
 import subprocess
 import sys
 import time
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -163,5 +165,22 @@ async def spread_then_kill(cluster) -> None:
         await v.ws.close()
 
 
+IDLE_S = 60  # redis-py 8's 5 s socket timeout used to kill idle workers within about 12 s
+
+
+def idle_and_check(cluster) -> None:
+    """Pages first (they must not load the model in Daphne), then a quiet minute: every process stays up."""
+    for port in cluster["ports"]:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=30) as page:
+            assert page.status == 200
+    time.sleep(IDLE_S)
+    for name, proc in cluster["procs"].items():
+        assert proc.poll() is None, f"{name} exited while idle: {(cluster['logs'] / f'{name}.log').read_text()[-2000:]}"
+    for i in range(len(cluster["ports"])):
+        log = (cluster["logs"] / f"daphne{i}.log").read_text()
+        assert "loading model" not in log and "Traceback" not in log, log[-2000:]
+
+
 def test_sessions_spread_and_a_dead_worker_only_fails_its_own_visitors(cluster):
+    idle_and_check(cluster)
     asyncio.run(asyncio.wait_for(spread_then_kill(cluster), 300))

@@ -97,9 +97,10 @@ async def test_the_host_page_sees_the_workers_generations_and_devices(settings):
     comm = await connect()
     await comm.send_json_to({**START, "paused": True})
     await until(comm, {"prefill"})
-    assert await survey.survey_workers() == []  # nothing heard yet: the question is on its way
+    assert await survey.survey_workers() == ([], [])  # nothing heard yet: the question is on its way
     await survey.on_worker_frame(await asyncio.wait_for(layer.receive(channel), 10))
-    (pong,) = await survey.survey_workers()
+    (pong,), silent = await survey.survey_workers()
+    assert silent == []
     stats = host_stats.with_workers(host_stats.server_stats(), [pong])
     assert stats["generations"] == {"active": before + 1, "limit": settings.EXPLAINER_MAX_SESSIONS}
     assert stats["workers"][0]["worker"] == "inference-test" and stats["workers"][0]["sessions"] == 1
@@ -107,3 +108,62 @@ async def test_the_host_page_sees_the_workers_generations_and_devices(settings):
     assert host_stats.with_workers(stats, [])["generations"] == {"active": 0, "limit": 0}
     await comm.disconnect()
     worker.cancel()
+
+
+async def test_acks_without_a_worker_never_answer_no_run():
+    """A follower's page acks the host's frames, and a lost session's page acks its last ones: no `no_run`."""
+    worker = start_worker()
+    comm = await connect()
+    for received in (8, 16, 24):
+        await comm.send_json_to({"type": "ack", "received": received})
+    assert await comm.receive_nothing(timeout=1.5)  # no error, and no worker was asked
+    await comm.send_json_to(START)
+    assert (await until(comm, {"done"}))[-1]["type"] == "done"
+    await comm.disconnect()
+    worker.cancel()
+
+
+async def test_a_silent_worker_is_named_for_the_host_page(settings):
+    """A configured worker that has not answered for 3 pings is listed as silent (the host's warning)."""
+    settings.EXPLAINER_WORKER_CHANNELS = ["inference-test", "inference-gone"]
+    worker = start_worker()
+    layer = get_channel_layer()
+    channel = await layer.new_channel()
+    survey = RemoteRun(send=None, channel_name=channel)
+    assert await survey.survey_workers() == ([], [])  # just started: nobody is called silent yet
+    await survey.on_worker_frame(await asyncio.wait_for(layer.receive(channel), 10))
+    survey.surveying_since -= 3.5  # the host page has been asking for 3.5 s
+    (pong,), silent = await survey.survey_workers()
+    assert pong["worker"] == "inference-test" and silent == ["inference-gone"]
+    stats = host_stats.with_workers(host_stats.server_stats(), [pong], silent)
+    assert stats["workers_silent"] == ["inference-gone"]
+    worker.cancel()
+
+
+def test_pages_in_worker_mode_never_load_the_model(client):
+    """Daphne processes in REDIS_URL mode hold no model: the article and /healthz show the workers' one."""
+    from django.core.cache import cache
+
+    cache.delete(model_registry.DESCRIPTION_KEY)
+    assert client.get("/").status_code == 200 and client.get("/healthz").status_code == 200
+    assert not model_registry.is_loaded() and not model_registry._background
+    assert b"still loading" in client.get("/").content
+    cache.set(model_registry.DESCRIPTION_KEY, {"name": "stories260K-from-a-worker"})
+    assert b"stories260K-from-a-worker" in client.get("/").content
+    assert client.get("/healthz").json()["model"]["name"] == "stories260K-from-a-worker"
+    assert not model_registry.is_loaded()
+    cache.delete(model_registry.DESCRIPTION_KEY)
+
+
+async def test_frames_from_a_worker_that_is_not_the_sessions_never_reach_the_page():
+    """A restarted worker answers messages queued for its previous life: those answers are dropped."""
+    sent = []
+
+    async def send(frame):
+        sent.append(frame)
+
+    run = RemoteRun(send=send, channel_name="socket-channel")
+    run.worker = "inference-1"
+    await run.on_worker_frame({"frame": {"type": "error", "code": "no_run"}, "worker": "inference-0"})
+    await run.on_worker_frame({"frame": {"type": "step", "step": 1}, "worker": "inference-1"})
+    assert sent == [{"type": "step", "step": 1}]

@@ -1,0 +1,315 @@
+"""Class-sized workshop soak on loopback (bench/README.md): `make workshop` with WORKERS inference workers,
+idle first, then a room of WebSocket students: most follow a host broadcast, the rest run their own
+prompts. Mid-run one worker (not the broadcast's) is SIGKILLed; its Procfile line starts it again.
+Optionally one Chromium page follows too and is checked for an error on screen.
+
+Prints: errors (other than the killed worker's `worker_lost`), the worker_lost count, each follower's
+frames against the host's, and how long after the host's page each follower saw each step (p50/p95).
+Bounded: at most 64 students, one broadcast, one own run each (plus one restart after worker_lost).
+"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from dataclasses import dataclass, field
+from http.cookiejar import CookieJar
+from pathlib import Path
+
+import websockets
+
+ROOT = Path(__file__).resolve().parents[1]
+ORIGIN = "http://127.0.0.1"
+MAX_STUDENTS = 64
+MAX_RESTARTS = 30  # one student's starts: busy answers (retry after 5 s) and worker_lost
+PROMPT = [{"role": "user", "content": "Explain what a token is, in one sentence."}]
+RUN_TYPES = ("session", "prefill", "step", "done", "check", "status", "error", "mask", "embedding_check")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def percentile(values: list[float], q: float) -> float | None:
+    if not values:
+        return None
+    ordered = sorted(values)
+    k = (len(ordered) - 1) * q / 100
+    lo, hi = int(k), min(int(k) + 1, len(ordered) - 1)
+    return round(ordered[lo] + (ordered[hi] - ordered[lo]) * (k - lo), 2)
+
+
+class Workshop:
+    """`make workshop` in its own process group: its log, its one-time host link, its workers' pids."""
+
+    def __init__(self, port: int, workers: int, tmp: Path):
+        self.port, self.workers, self.log_path = port, workers, tmp / "workshop.log"
+        env = {**os.environ, "PORT": str(port), "WORKERS": str(workers), "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1",
+               "DATABASE_URL": f"sqlite:///{tmp / 'db.sqlite3'}", "EXPLAINER_WORKER_TIMEOUT_S": "5"}
+        env.pop("REDIS_URL", None)
+        self.proc = subprocess.Popen(["make", "workshop"], cwd=ROOT, env=env, stdout=open(self.log_path, "w"),
+                                     stderr=subprocess.STDOUT, start_new_session=True)
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+    def wait_ready(self, timeout: float = 300) -> str:
+        """The one-time host link's token, once every worker listens and Daphne accepts connections."""
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            log = self.log()
+            link = re.search(r"\?link=(\S+)", log)
+            if link and log.count("Running worker for channels") >= self.workers and self.listening():
+                return link.group(1)
+            if self.proc.poll() is not None:
+                break
+            time.sleep(0.5)
+        raise RuntimeError(f"make workshop did not come up:\n{self.log()[-3000:]}")
+
+    def listening(self) -> bool:
+        with socket.socket() as s:
+            return s.connect_ex(("127.0.0.1", self.port)) == 0
+
+    def worker_pid(self, name: str) -> int:
+        out = subprocess.run(["ps", "-eo", "pid=,args="], capture_output=True, text=True).stdout
+        for line in out.splitlines():
+            pid, args = line.strip().split(None, 1)
+            if args.endswith(f"manage.py runworker {name}") and "python" in args.split()[0] and \
+                    Path(f"/proc/{pid}/cwd").resolve() == ROOT:
+                return int(pid)
+        raise RuntimeError(f"no process runs {name}")
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None and self.listening()
+
+    def stop(self) -> bool:
+        """Ctrl-C, as in a terminal; True when everything stopped within 60 s."""
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGINT)
+        try:
+            self.proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            return False
+        return not self.listening()
+
+
+@dataclass
+class Socket:
+    """One page's socket: every message with its arrival time; acks every 8 like static/js/client.js."""
+    url: str
+    headers: dict = field(default_factory=dict)
+    seen: list[tuple[float, dict]] = field(default_factory=list)
+    got: asyncio.Event = field(default_factory=asyncio.Event)
+
+    async def open(self) -> "Socket":
+        self.ws = await websockets.connect(self.url, origin=websockets.Origin(ORIGIN), max_size=2**24,
+                                           additional_headers=self.headers)
+        self.reader = asyncio.create_task(self._read())
+        return self
+
+    async def _read(self) -> None:
+        try:
+            async for text in self.ws:
+                self.seen.append((time.perf_counter(), json.loads(text)))
+                if len(self.seen) % 8 == 0:
+                    await self.ws.send(json.dumps({"type": "ack", "received": len(self.seen)}))
+                self.got.set()
+        except websockets.ConnectionClosed:
+            pass
+
+    async def send(self, message: dict) -> None:
+        await self.ws.send(json.dumps(message))
+
+    async def until(self, predicate, timeout: float, start: int = 0) -> dict:
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            for _, m in self.seen[start:]:
+                if predicate(m):
+                    return m
+            self.got.clear()
+            try:
+                await asyncio.wait_for(self.got.wait(), max(0.05, deadline - time.time()))
+            except asyncio.TimeoutError:
+                break
+        raise TimeoutError(f"{self.url}: nothing matched in {timeout} s; last {[m for _, m in self.seen[-3:]]}")
+
+    def run_frames(self, after: int = 0) -> list[tuple[float, dict]]:
+        """The broadcast's frames: from its `session` through its `finished` status."""
+        frames = [(t, m) for t, m in self.seen[after:] if m["type"] in RUN_TYPES]
+        start = next((i for i, (_, m) in enumerate(frames) if m["type"] == "session"), len(frames))
+        end = next((i for i, (_, m) in enumerate(frames) if i > start and m["type"] == "status"
+                    and m["state"] == "finished"), len(frames) - 1)
+        return frames[start:end + 1]
+
+
+def finished(m: dict) -> bool:
+    return m["type"] == "status" and m["state"] == "finished"
+
+
+def host_session(port: int, token: str) -> str:
+    jar = CookieJar()
+    opener = urllib.request.build_opener(urllib.request.HTTPCookieProcessor(jar))
+    with opener.open(f"http://127.0.0.1:{port}/host/?link={token}", timeout=30):
+        pass
+    return next(c.value for c in jar if c.name == "sessionid")
+
+
+async def own_run(student: Socket, tokens: int, report: dict) -> None:
+    """One own prompt to its end; after `worker_lost` it starts again (on a live worker), after `busy` it
+    waits the hinted seconds and starts again, as a student pressing Play again would (bounded)."""
+    for attempt in range(MAX_RESTARTS):
+        mark = len(student.seen)
+        await student.send({"type": "start", "text": f"Once upon a time {attempt}",
+                            "params": {"max_new_tokens": tokens, "seed": 1}})
+        end = await student.until(lambda m: m["type"] in ("done", "error", "busy"), 300, mark)
+        if end["type"] == "done":
+            report["own_done"] += 1
+            return
+        if end["type"] == "busy":
+            report["busy"] += 1
+            await asyncio.sleep(end.get("retry_after_s", 1))
+        elif end["code"] == "worker_lost":
+            report["worker_lost"] += 1
+        else:
+            report["errors"].append(end)
+            return
+    report["errors"].append({"code": "gave_up", "message": f"no run finished in {MAX_RESTARTS} starts"})
+
+
+async def chromium_follower(url: str, ready: asyncio.Event, done: asyncio.Event, report: dict) -> None:
+    from playwright.async_api import async_playwright
+
+    async with async_playwright() as pw:
+        browser = await pw.chromium.launch(executable_path=os.environ.get("CHROMIUM", "/usr/bin/chromium"))
+        page = await browser.new_page()
+        errors = []
+        page.on("pageerror", lambda exc: errors.append(str(exc)))
+        await page.goto(url + "/")
+        await page.locator("#workshop-banner button", has_text="Follow the host").click()
+        await page.locator("#workshop-banner", has_text="Following the host").wait_for()
+        ready.set()
+        await done.wait()
+        await page.wait_for_timeout(1500)
+        status = await page.locator("#status-banner").inner_text()
+        banner = await page.locator("#workshop-banner").inner_text()
+        report["browser"] = {"status": status, "page_errors": errors,
+                             "error_on_screen": "error" in (status + banner).lower()}
+        await browser.close()
+
+
+async def room(args, ws: Workshop, token: str) -> dict:
+    report = {"errors": [], "worker_lost": 0, "busy": 0, "own_done": 0}
+    url = f"ws://127.0.0.1:{args.port}/ws/session/"
+    host = await Socket(f"ws://127.0.0.1:{args.port}/ws/host/", {"Cookie": f"sessionid={host_session(args.port, token)}"}).open()
+    students = [await Socket(url).open() for _ in range(args.followers + args.own)]
+    followers, loners = students[:args.followers], students[args.followers:]
+    for s in students:
+        await s.until(lambda m: m.get("state") == "ready", 60)
+    for s in followers:
+        await s.send({"type": "follow", "on": True})
+        await s.until(lambda m: m["type"] == "workshop" and m["following"], 60)
+    browser_ready, browser_done = asyncio.Event(), asyncio.Event()
+    browser = asyncio.create_task(chromium_follower(f"http://127.0.0.1:{args.port}", browser_ready, browser_done, report)) \
+        if args.browser else None
+    if browser:
+        await asyncio.wait_for(browser_ready.wait(), 120)
+
+    await host.send({"type": "broadcast", "messages": PROMPT, "params": {"max_new_tokens": args.tokens, "seed": 3,
+                                                                           "temperature": 0.8}})
+    status = await host.until(lambda m: m["type"] == "status" and "worker" in m, 120)
+    own = [asyncio.create_task(own_run(s, args.tokens, report)) for s in loners]
+    await host.until(lambda m: m["type"] == "step" and m["step"] >= 2, 120)
+    victim = next(w for w in (f"inference-{i}" for i in range(args.workers)) if w != status["worker"])
+    os.kill(ws.worker_pid(victim), signal.SIGKILL)
+    killed_at = time.time()
+    await host.until(finished, 300)
+    await asyncio.gather(*own)
+    for s in followers:
+        await s.until(finished, 120)
+    browser_done.set()
+    if browser:
+        await browser
+    report["restarted"] = await restarted(ws, victim, killed_at)
+
+    host_frames = host.run_frames()
+    host_steps = {m["step"]: t for t, m in host_frames if m["type"] == "step"}
+    latencies, matches = [], 0
+    for s in followers:
+        frames = s.run_frames()
+        matches += [m for _, m in frames] == [m for _, m in host_frames]
+        latencies += [(t - host_steps[m["step"]]) * 1e3 for t, m in frames if m["type"] == "step" and m["step"] in host_steps]
+        report["errors"] += [m for _, m in s.seen if m["type"] == "error"]
+    report["errors"] += [m for _, m in host.seen if m["type"] == "error"]
+    for s in students + [host]:
+        await s.ws.close()
+    return {**report, "killed_worker": victim, "broadcast_worker": status["worker"], "host_frames": len(host_frames),
+            "host_steps": len(host_steps), "followers": len(followers), "followers_matching_host": matches,
+            "follower_frames": sorted({len(s.run_frames()) for s in followers}),
+            "follower_step_latency_p50_ms": percentile(latencies, 50),
+            "follower_step_latency_p95_ms": percentile(latencies, 95)}
+
+
+async def restarted(ws: Workshop, victim: str, since: float, timeout: float = 180) -> bool:
+    """The Procfile's worker line starts the killed worker again; true once it answers again."""
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if ws.log().count(f"Running worker for channels ['{victim}']") >= 2:
+            return True
+        await asyncio.sleep(0.5)
+    return False
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--idle", type=float, default=60, help="seconds the class sits idle before anyone comes")
+    parser.add_argument("--followers", type=int, default=20)
+    parser.add_argument("--own", type=int, default=10, help="students running their own prompts")
+    parser.add_argument("--tokens", type=int, default=24)
+    parser.add_argument("--browser", action="store_true", help="one Chromium page follows too")
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args(argv)
+    if not 1 <= args.followers + args.own <= MAX_STUDENTS or args.workers < 2:
+        parser.error(f"1 to {MAX_STUDENTS} students and at least 2 workers (one is killed)")
+    args.port = free_port()
+    started = time.time()
+    with tempfile.TemporaryDirectory() as tmp:
+        ws = Workshop(args.port, args.workers, Path(tmp))
+        try:
+            token = ws.wait_ready()
+            time.sleep(args.idle)
+            up_after_idle = ws.alive() and "Traceback" not in ws.log()
+            report = asyncio.run(asyncio.wait_for(room(args, ws, token), 900))
+            report["up_after_idle"] = up_after_idle
+        finally:
+            report_stop = ws.stop()
+            log_tail = ws.log()[-4000:]
+    report.update(stopped_on_ctrl_c=report_stop, seconds=round(time.time() - started, 1), idle_s=args.idle,
+                  students=args.followers + args.own, workers=args.workers)
+    report["errors"] = [f"{e.get('code')}: {e.get('message')}" for e in report["errors"]]
+    if args.json:
+        print(json.dumps(report))
+    else:
+        for key, value in report.items():
+            print(f"{key:32} {value}")
+    ok = (not report["errors"] and report["followers_matching_host"] == report["followers"] and report["restarted"]
+          and report["up_after_idle"] and report_stop and not report.get("browser", {}).get("error_on_screen"))
+    if not ok:
+        print(log_tail, file=sys.stderr)
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

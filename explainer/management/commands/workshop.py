@@ -1,0 +1,80 @@
+"""`make workshop`: a class on one machine. Redis (its own, unless REDIS_URL is given), WORKERS inference
+workers and the Daphne process(es), all from docs/deploy/Procfile under honcho, all with the same settings.
+
+honcho starts and stops them together: Ctrl-C stops every one. The host's password (generated unless
+EXPLAINER_HOST_PASSWORD is set) and a one-time login link are printed first (docs/deploy.md).
+"""
+from __future__ import annotations
+
+import os
+import secrets
+import shutil
+import socket
+import sys
+from pathlib import Path
+
+from django.conf import settings
+from django.core.management import call_command
+from django.core.management.base import BaseCommand, CommandError
+
+PROCFILE = Path(settings.BASE_DIR) / "docs" / "deploy" / "Procfile"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def workshop_env(port: int, workers: int, daphnes: int, environ: dict) -> tuple[dict, dict]:
+    """The environment every process shares, and honcho's concurrency (how many of each Procfile line)."""
+    env = dict(environ)
+    own_redis = not env.get("REDIS_URL")
+    if own_redis:
+        env["EXPLAINER_REDIS_PORT"] = str(free_port())
+        env["REDIS_URL"] = f"redis://127.0.0.1:{env['EXPLAINER_REDIS_PORT']}/0"
+    env.setdefault("EXPLAINER_HOST_PASSWORD", secrets.token_urlsafe(9))
+    env["EXPLAINER_HOST_LINK_TOKEN"] = secrets.token_urlsafe(24)
+    env["EXPLAINER_WORKER_CHANNELS"] = ",".join(f"inference-{i}" for i in range(workers))
+    env.setdefault("EXPLAINER_DEVICE", "auto")
+    # A classroom often reaches the server from one address (NAT): no per-address connection cap unless set.
+    env.setdefault("EXPLAINER_MAX_CONNECTIONS_PER_IP", "0")
+    env["PORT"] = str(port)
+    env.setdefault("PYTHONUNBUFFERED", "1")
+    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"  # the Procfile's python, daphne
+    return env, {"redis": int(own_redis), "worker": workers, "web": daphnes}
+
+
+class Command(BaseCommand):
+    help = "Run a workshop on this machine: Redis, inference workers and Daphne under honcho (Ctrl-C stops all)."
+
+    def add_arguments(self, parser):
+        parser.add_argument("--port", type=int, default=int(os.environ.get("PORT", "8000")))
+        parser.add_argument("--workers", type=int, default=int(os.environ.get("WORKERS", "2")))
+        parser.add_argument("--daphnes", type=int, default=int(os.environ.get("DAPHNES", "1")))
+        parser.add_argument("--host", default=os.environ.get("BIND", "127.0.0.1"),
+                            help="the address Daphne listens on (0.0.0.0 for a room on a LAN)")
+
+    def handle(self, *args, port, workers, daphnes, host, **options):
+        if workers < 1 or daphnes < 1:
+            raise CommandError("WORKERS and DAPHNES must be at least 1")
+        honcho = shutil.which("honcho", path=str(Path(sys.executable).parent)) or shutil.which("honcho")
+        if honcho is None:
+            raise CommandError("honcho is not installed: pip install -r requirements.txt")
+        env, concurrency = workshop_env(port, workers, daphnes, {**os.environ, "BIND": host})
+        if concurrency["redis"] and shutil.which("redis-server") is None:
+            raise CommandError("redis-server is not installed (apt-get install redis-server), or give REDIS_URL")
+        call_command("migrate", "--noinput", verbosity=0)
+        shown = "127.0.0.1" if host in ("0.0.0.0", "::") else host
+        self.stdout.write(
+            f"Workshop: http://{shown}:{port}/ ({daphnes} Daphne, {workers} inference workers, Redis "
+            f"{env['REDIS_URL']}{' (its own)' if concurrency['redis'] else ''})\n"
+            f"Host page: http://{shown}:{port}/host/  password: {env['EXPLAINER_HOST_PASSWORD']}\n"
+            f"One-time host login link (works past a lockout): "
+            f"http://{shown}:{port}/host/?link={env['EXPLAINER_HOST_LINK_TOKEN']}\n"
+            "Ctrl-C stops everything.\n")
+        self.stdout.flush()
+        spec = ",".join(f"{name}={n}" for name, n in concurrency.items())
+        os.chdir(settings.BASE_DIR)
+        os.execve(honcho, [honcho, "start", "-f", str(PROCFILE), "-d", str(settings.BASE_DIR), "-p", str(port),
+                           "-c", spec], env)

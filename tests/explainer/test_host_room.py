@@ -1,0 +1,51 @@
+"""The host sees the whole room: visitors over every Daphne process, "reset workshop"."""
+from django.core.cache import cache
+
+from explainer.services import host_stats
+from tests.explainer.test_workshop import (  # noqa: F401 (fixtures)
+    DB, MESSAGES, close, follow, logged_in_host, no_leftovers, of_type, until, visitor, workshop_on)
+
+
+@DB
+async def test_visitors_are_counted_over_every_daphne_process():
+    """Another Daphne process's census (its slot in the shared cache) is added to this one's."""
+    other = host_stats.Census()
+    other.me = "other-daphne"
+    cache.add("census:7", {"process": "other-daphne", "connected": 5, "following": 3}, 5)
+    guest = await visitor()
+    await follow(guest)
+    host = await logged_in_host()
+    stats = (await until(host, lambda m: m["type"] == "host_stats" and m["visitors"]["connected"] == 6))[-1]
+    assert stats["visitors"]["following"] == 4 and stats["visitors"]["processes"] == 2
+    assert stats["visitors"]["this_process"] == {"connected": 1, "following": 1}
+    cache.delete("census:7")  # that process stopped renewing: its visitors leave the count
+    stats = (await until(host, lambda m: m["type"] == "host_stats" and m["visitors"]["processes"] == 1))[-1]
+    assert stats["visitors"]["connected"] == 1
+    await close(guest, host)
+
+
+def test_each_process_claims_its_own_slot_and_keeps_it():
+    cache.clear()
+    first, second = host_stats.Census(), host_stats.Census()
+    first.publish(), second.publish(), first.publish()
+    assert first.slot is not None and second.slot is not None and first.slot != second.slot
+    slot = first.slot
+    first.publish()
+    assert first.slot == slot
+    cache.clear()
+
+
+@DB
+async def test_reset_workshop_clears_pins_limits_and_the_broadcast():
+    guest = await visitor()
+    host = await logged_in_host()
+    await host.send_json_to({"type": "pin", "params": {"temperature": 0}})
+    await host.send_json_to({"type": "limits", "max_new_tokens": 3, "max_sessions": 1, "own_runs_allowed": False})
+    await host.send_json_to({"type": "broadcast", "messages": MESSAGES, "paused": True, "params": {"max_new_tokens": 4}})
+    await until(guest, lambda m: m["type"] == "workshop" and m["broadcast"].get("state") == "paused")
+    await host.send_json_to({"type": "reset"})
+    news = (await until(guest, lambda m: m["type"] == "workshop" and not m["broadcast"]))[-1]
+    assert news["pins"] == {} and news["limits"] == {"max_new_tokens": None, "max_sessions": None, "own_runs_allowed": True}
+    stats = (await until(host, lambda m: m["type"] == "host_stats" and not m["pins"]))[-1]
+    assert stats["broadcast"] == {} and stats["limits"]["own_runs_allowed"] is True
+    await close(guest, host)
