@@ -232,6 +232,7 @@ class VisitorRun:
         """Answered by `done` (stop_reason "stopped") once the step in flight, if any, is out.
 
         An optional `step` (the last step the client has) cuts the run at that step plus one."""
+        self.control.check_stop()
         self.control.stop(integer(message, "step", 0, MAX_ACK, required=False))
 
     async def fork(self, message: dict) -> None:
