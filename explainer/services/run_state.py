@@ -128,6 +128,10 @@ class RunControl:
         self.set_quiet()
         self.wake()
 
+    def check_stop(self) -> None:
+        """A stop's state is checked before its fields (no run: `no_run`, whatever the frame holds)."""
+        self._require(LIVE, "stop")
+
     def check_fork(self) -> None:
         self._require(LIVE + (FINISHED,), "fork")
         if self.state == PREFILLING:

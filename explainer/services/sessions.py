@@ -60,9 +60,9 @@ def refusal(exc: Exception) -> dict:
 class VisitorRun:
     """One socket's run: its session, the driver task that steps it, and its control state (run_state.py).
 
-    Verbs change the state and return at once; only the driver calls the model for the prefill and the
-    steps, so a `stop` or an `ack` is read while a step computes. A verb's reply that arrives while model
-    work is in flight is sent after that work's frame, so the client sees the frames in the state's order.
+    `start` answers with the prefill; after it, control verbs change the state and return at once and only
+    the driver task steps the model, so a `stop` or an `ack` is read while a step computes. A reply (or
+    refusal) made while a step is in flight or asked for is sent after that step, in request order.
     """
 
     def __init__(self, send):
@@ -238,6 +238,7 @@ class VisitorRun:
         """Answered by `done` (stop_reason "stopped") once the step in flight, if any, is out.
 
         An optional `step` (the last step the client has) cuts the run at that step plus one."""
+        self.control.check_stop()
         self.control.stop(integer(message, "step", 0, MAX_ACK, required=False))
 
     async def fork(self, message: dict) -> None:

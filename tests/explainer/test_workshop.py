@@ -389,3 +389,30 @@ async def test_follower_puts_frames_in_order_and_asks_again_after_a_gap():
     follower.following = False
     await follower.on_frame({"broadcast": "b2", "seq": 1, "frame": frame(1)})
     assert room.to_page[-1] == frame(0)
+
+
+@DB
+async def test_the_host_stops_pauses_and_steps_a_broadcast_under_the_same_rules():
+    """Stop wins for a host too: at most one step after it, `done` stopped, then named errors (issue 11)."""
+    guest = await visitor()
+    await follow(guest)
+    host = await logged_in_host()
+    await host.send_json_to({**BROADCAST, "params": {**BROADCAST["params"], "max_new_tokens": 200}})
+    await until(host, lambda m: m["type"] == "step" and m["step"] == 2)
+    await host.send_json_to({"type": "pause"})
+    paused = await until(host, lambda m: m["type"] == "status" and m.get("run_state") == "paused")
+    last = max([2] + [m["step"] for m in paused if m["type"] == "step"])
+    await host.send_json_to({"type": "step"})
+    await host.send_json_to({"type": "stop", "step": last})
+    rest = run_frames(await until(host, lambda m: m["type"] == "status" and m["state"] == "finished"))
+    assert [m["step"] for m in rest if m["type"] == "step"] in ([], [last + 1])
+    done = next(m for m in rest if m["type"] == "done")
+    assert done["stop_reason"] == "stopped" and done["steps"] <= last + 1
+    for verb in ("resume", "step"):
+        await host.send_json_to({"type": verb})
+        error = (await until(host, of_type("error")))[-1]
+        assert error["code"] == "finished", error
+    followed = await to_the_end(guest)  # the room saw the same end
+    assert next(m for m in followed if m["type"] == "done") == done
+    assert generating.active == 0
+    await close(guest, host)
