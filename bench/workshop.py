@@ -28,7 +28,14 @@ from pathlib import Path
 import websockets
 
 ROOT = Path(__file__).resolve().parents[1]
-ORIGIN = "http://127.0.0.1"
+
+
+def page_origin(ws_url: str) -> str:
+    """The Origin a page served by that server sends: same host and port, http(s) for ws(s)."""
+    scheme, rest = ws_url.split("://", 1)
+    return ("https" if scheme == "wss" else "http") + "://" + rest.split("/", 1)[0]
+
+
 MAX_STUDENTS = 64
 MAX_RESTARTS = 30  # one student's starts: busy answers (retry after 5 s) and worker_lost
 PROMPT = [{"role": "user", "content": "Explain what a token is, in one sentence."}]
@@ -114,7 +121,7 @@ class Socket:
     got: asyncio.Event = field(default_factory=asyncio.Event)
 
     async def open(self) -> "Socket":
-        self.ws = await websockets.connect(self.url, origin=websockets.Origin(ORIGIN), max_size=2**24,
+        self.ws = await websockets.connect(self.url, origin=websockets.Origin(page_origin(self.url)), max_size=2**24,
                                            additional_headers=self.headers)
         self.reader = asyncio.create_task(self._read())
         return self

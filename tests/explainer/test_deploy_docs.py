@@ -14,7 +14,7 @@ from http.cookiejar import CookieJar
 import pytest
 import websockets
 
-from tests.explainer.live_server import ORIGIN, ROOT, free_port
+from tests.explainer.live_server import ROOT, free_port
 from tests.explainer.redis_server import redis_binary
 
 DOC = ROOT / "docs" / "deploy.md"
@@ -105,7 +105,7 @@ def log_in_with_link(port: int, token: str) -> int:
 
 
 async def one_run(port: int):
-    async with websockets.connect(f"ws://127.0.0.1:{port}/ws/session/", origin=websockets.Origin(ORIGIN)) as ws:
+    async with websockets.connect(f"ws://127.0.0.1:{port}/ws/session/", origin=websockets.Origin(f"http://127.0.0.1:{port}")) as ws:
         await ws.send(json.dumps({"type": "start", "text": "Once upon a time", "params": {"max_new_tokens": 4, "seed": 1}}))
         status = {}
         while True:

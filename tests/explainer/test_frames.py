@@ -17,7 +17,7 @@ from inference.loading import load_model, resolve_spec
 from inference.packing import unpack
 from inference.payload import validate_payload
 from inference.prompting import build_prompt
-from tests.explainer.live_server import ORIGIN, daphne_flag, start_daphne
+from tests.explainer.live_server import daphne_flag, start_daphne
 from tests.smollm2_shaped import save_smollm2_shaped
 
 JS = Path(__file__).resolve().parents[2] / "static" / "js"
@@ -152,7 +152,7 @@ async def test_every_prompt_length_starts_and_finishes_under_daphnes_cap(model, 
     largest = {"prefill": 0, "step": 0, "detail": 0}
     started = time.perf_counter()
     try:
-        async with ws_connect(server.ws_url, origin=ORIGIN, proxy=None, max_size=cap) as ws:
+        async with ws_connect(server.ws_url, origin=server.origin, proxy=None, max_size=cap) as ws:
             assert json.loads(await ws.recv())["state"] == "ready"
             received = 1
             for tokens in lengths():

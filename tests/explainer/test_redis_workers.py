@@ -5,6 +5,7 @@ over both workers; killing one gives its visitors a `worker_lost` error while th
 other worker's visitors finish their runs.
 """
 import asyncio
+import http.cookiejar
 import json
 import os
 import shutil
@@ -25,6 +26,7 @@ from tests.support import free_port, stories_spec
 
 ROOT = Path(__file__).resolve().parents[2]
 WORKERS = ["inference-0", "inference-1"]
+HOST_LINK = "cluster-host-link"
 PROMPT = {"type": "start", "text": "Once upon a time", "paused": True,
           "params": {"temperature": 0.8, "seed": 2, "max_new_tokens": 24}}
 
@@ -66,7 +68,8 @@ def cluster(tmp_path):
     redis_port = free_port()
     env = {**os.environ, "REDIS_URL": f"redis://127.0.0.1:{redis_port}/0", "EXPLAINER_MODEL": stories_spec(),
            "EXPLAINER_WORKER_CHANNELS": ",".join(WORKERS), "EXPLAINER_WORKER_TIMEOUT_S": "3",
-           "DATABASE_URL": f"sqlite:///{tmp_path / 'db.sqlite3'}", "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1"}
+           "DATABASE_URL": f"sqlite:///{tmp_path / 'db.sqlite3'}", "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1",
+           "EXPLAINER_HOST_PASSWORD": "cluster-host", "EXPLAINER_HOST_LINK_TOKEN": HOST_LINK}
     subprocess.run([sys.executable, "manage.py", "migrate", "--noinput"], cwd=ROOT, env=env, check=True, capture_output=True)
     procs, logs = {}, tmp_path / "logs"
     logs.mkdir()
@@ -107,7 +110,7 @@ class Visitor:
 
     async def open(self):
         self.ws = await websockets.connect(self.url, origin=websockets.Origin(f"http://127.0.0.1:{self.port}"), max_size=2**24)
-        assert (await self.next())["state"] == "ready"
+        await self.until(lambda m: m.get("state") == "ready")  # after the workshop's news (workshop mode is on)
         return self
 
     async def next(self, timeout: float = 60) -> dict:
@@ -133,8 +136,32 @@ def ends(m):
     return m["type"] in ("done", "error")
 
 
+class Host:
+    """The workshop host's page on the first Daphne process: logged in with the console's one-time link."""
+
+    async def open(self, port: int) -> "Host":
+        jar = http.cookiejar.CookieJar()
+        opener = urllib.request.build_opener(urllib.request.HTTPCookieProcessor(jar))
+        await asyncio.to_thread(opener.open, f"http://127.0.0.1:{port}/host/?link={HOST_LINK}", timeout=30)
+        session = next(c.value for c in jar if c.name == "sessionid")
+        self.ws = await websockets.connect(f"ws://127.0.0.1:{port}/ws/host/", origin=websockets.Origin("http://127.0.0.1"),
+                                           additional_headers={"Cookie": f"sessionid={session}"}, max_size=2**24)
+        return self
+
+    async def stats_until(self, predicate, timeout: float = 60) -> dict:
+        deadline = time.time() + timeout
+        while True:
+            message = json.loads(await asyncio.wait_for(self.ws.recv(), max(0.1, deadline - time.time())))
+            if message["type"] == "host_stats" and predicate(message):
+                return message
+
+
 async def spread_then_kill(cluster) -> None:
     visitors = [await Visitor(cluster["ports"][i % 2]).open() for i in range(4)]
+    host = await Host().open(cluster["ports"][0])
+    room = await host.stats_until(lambda s: s["visitors"]["connected"] == 4 and len(s["workers"]) == 2)
+    assert room["visitors"]["processes"] == 2 and room["visitors"]["this_process"]["connected"] == 2  # the whole room
+    assert room["workers_silent"] == [] and room["model"]["loaded"]
     placement = []
     for v in visitors:  # one at a time, so each start sees the others' load
         await v.ws.send(json.dumps(PROMPT))
@@ -146,6 +173,8 @@ async def spread_then_kill(cluster) -> None:
     doomed = placement[0]
     cluster["procs"][doomed].send_signal(signal.SIGKILL)
     cluster["procs"][doomed].wait(timeout=10)
+    warned = await host.stats_until(lambda s: s["workers_silent"] == [doomed], timeout=30)  # the host page's warning
+    assert [w["worker"] for w in warned["workers"]] == [w for w in WORKERS if w != doomed]
     for v in visitors:
         await v.ws.send(json.dumps({"type": "resume"}))
     endings = await asyncio.gather(*(v.until(ends, timeout=90) for v in visitors))
@@ -163,6 +192,7 @@ async def spread_then_kill(cluster) -> None:
     assert seen[-1].get("worker", next(m["worker"] for m in seen if "worker" in m)) != doomed
     for v in visitors:
         await v.ws.close()
+    await host.ws.close()
 
 
 IDLE_S = 60  # redis-py 8's 5 s socket timeout used to kill idle workers within about 12 s

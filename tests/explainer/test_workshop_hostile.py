@@ -74,13 +74,13 @@ def test_fast_connect_close_cycles_never_leak_the_address_count(tmp_path):
     server = start_daphne(tmp_path, str(STORIES), env={"EXPLAINER_HOST_PASSWORD": PASSWORD,
                                                         "EXPLAINER_MAX_CONNECTIONS_PER_IP": "16"})
     try:
-        asyncio.run(asyncio.wait_for(cycle_then_fill(server.ws_url), 120))
+        asyncio.run(asyncio.wait_for(cycle_then_fill(server.ws_url, server.origin), 120))
     finally:
         server.stop()
 
 
-async def cycle_then_fill(url: str) -> None:
-    origin = websockets.Origin(ORIGIN)
+async def cycle_then_fill(url: str, page_origin: str) -> None:
+    origin = websockets.Origin(page_origin)
     for i in range(50):  # close at awkward moments: right away, or after the first frame
         ws = await websockets.connect(url, origin=origin)
         if i % 2:
