@@ -189,3 +189,16 @@ EXPLAINER_SPECULATIVE_K = int(os.environ.get("EXPLAINER_SPECULATIVE_K", "4"))
 EXPLAINER_MAX_RECORDING_BYTES = int(os.environ.get("EXPLAINER_MAX_RECORDING_BYTES", str(8 * 1024 * 1024)))
 # Django's own request-body cap must not refuse a recording before the view can name the error.
 DATA_UPLOAD_MAX_MEMORY_SIZE = max(2_621_440, EXPLAINER_MAX_RECORDING_BYTES + 1)
+
+# Operational lines on the console whatever DEBUG says (Django's default shows django.* INFO only with
+# DEBUG on): a host sees "Running worker for channels …", the model loading and the runs that fail.
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "loggers": {
+        "django.channels.worker": {"handlers": ["console"], "level": "INFO", "propagate": False},
+        "explainer": {"handlers": ["console"], "level": "INFO"},
+        "inference": {"handlers": ["console"], "level": "INFO"},
+    },
+}

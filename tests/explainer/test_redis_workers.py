@@ -144,7 +144,7 @@ class Host:
         opener = urllib.request.build_opener(urllib.request.HTTPCookieProcessor(jar))
         await asyncio.to_thread(opener.open, f"http://127.0.0.1:{port}/host/?link={HOST_LINK}", timeout=30)
         session = next(c.value for c in jar if c.name == "sessionid")
-        self.ws = await websockets.connect(f"ws://127.0.0.1:{port}/ws/host/", origin=websockets.Origin("http://127.0.0.1"),
+        self.ws = await websockets.connect(f"ws://127.0.0.1:{port}/ws/host/", origin=websockets.Origin(f"http://127.0.0.1:{port}"),
                                            additional_headers={"Cookie": f"sessionid={session}"}, max_size=2**24)
         return self
 
