@@ -7,6 +7,7 @@ items the schema describes as objects (`[{…}]`) holds objects.
 """
 from __future__ import annotations
 
+import dataclasses
 import types
 import typing
 
@@ -34,6 +35,9 @@ def _field_kinds(cls) -> dict[str, tuple[type, bool]]:
 
 
 MODEL_FIELDS = _field_kinds(ModelDescription)
+# Fields with a default came after the first recordings: a recording made before them simply lacks them.
+MODEL_OPTIONAL = {f.name for f in dataclasses.fields(ModelDescription)
+                  if f.default is not dataclasses.MISSING or f.default_factory is not dataclasses.MISSING}
 
 
 def check_model_description(model, path: str) -> None:
@@ -44,6 +48,8 @@ def check_model_description(model, path: str) -> None:
         raise SchemaError(f"{path}: unknown fields {extra[:5]}")
     for name, (kind, nullable) in MODEL_FIELDS.items():
         if name not in model:
+            if name in MODEL_OPTIONAL:
+                continue
             raise SchemaError(f"{path}: missing {name!r}")
         value = model[name]
         if not (value is None and nullable) and not _is(value, kind):
