@@ -1,30 +1,19 @@
 """A real redis-server on a free loopback port, for the tests that need processes to share Redis."""
 from __future__ import annotations
 
-import os
 import shutil
 import socket
 import subprocess
 import time
 from contextlib import contextmanager
 
-import pytest
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+from tests.conftest import require
+from tests.support import free_port  # noqa: F401 (imported from here by the redis tests)
 
 
 def redis_binary() -> str:
     """redis-server's path; missing is a failure in CI (it installs it) and a skip on a laptop without it."""
-    found = shutil.which("redis-server")
-    if found is None:
-        if os.environ.get("CI"):
-            pytest.fail("redis-server is missing: .ci/run installs Debian's redis-server")
-        pytest.skip("redis-server is not installed")
-    return found
+    return require(shutil.which("redis-server"), "redis-server", "apt-get install redis-server")
 
 
 @contextmanager

@@ -7,7 +7,7 @@ import sys
 import pytest
 
 from inference.loading import BUNDLED_DIR, ModelNotAvailable, load_model, resolve_device
-from tests.inference.conftest import STORIES
+from tests.support import stories_spec
 
 
 def test_bundled_description(bundled):
@@ -65,9 +65,7 @@ def test_auto_device_follows_the_rule_here():
 
 
 def test_a_model_loaded_with_auto_lives_where_the_rule_says():
-    if not STORIES.exists():
-        pytest.skip(f"{STORIES} is not here")
-    loaded = load_model(str(STORIES), device="auto")
+    loaded = load_model(stories_spec(), device="auto")
     device, dtype = expected_auto()
     weight = next(loaded.model.parameters())
     assert (weight.device.type, weight.dtype) == (device, dtype)
