@@ -23,7 +23,6 @@ function setOptions(sel, n, name, value) {
 class HeAttention extends HeElement {
   #layer = 0;
   #head = 0;
-  #step = null; // null: follow the latest step
   #ui = null;
 
   #skeleton() {
@@ -38,12 +37,6 @@ class HeAttention extends HeElement {
       ui.full.disabled = true;
       ui.full.textContent = "Requested…";
     });
-    ui.stepRange = el("input", { type: "range", min: 1, max: 1, value: 1, "aria-label": "Step" });
-    ui.stepRange.addEventListener("input", () => {
-      const v = Number(ui.stepRange.value);
-      this.#step = v >= Number(ui.stepRange.max) ? null : v;
-      redraw();
-    });
     ui.stepLabel = el("output", { class: "he-step-label" });
     ui.prefill = el("div", { class: "he-part" });
     ui.steps = el("div", { class: "he-part" });
@@ -51,7 +44,7 @@ class HeAttention extends HeElement {
     const wrap = (text, ctl) => { const l = el("label", {}, text); l.append(ctl); return l; };
     controls.append(wrap("Layer ", ui.layer), wrap("Head ", ui.head), ui.full);
     const stepControls = el("div", { class: "he-controls" });
-    stepControls.append(wrap("Step ", ui.stepRange), ui.stepLabel);
+    stepControls.append(ui.stepLabel);
     ui.root = [el("h3", { class: "he-subhead" }, "The prompt, read all at once"), controls, ui.prefill,
       el("h3", { class: "he-subhead" }, "Each new token looks back over the cache"), stepControls, ui.steps];
     this.#ui = ui;
@@ -129,11 +122,9 @@ class HeAttention extends HeElement {
 
   #drawStep(state, ui) {
     const n = state.steps.length;
-    if (!n) { ui.stepRange.disabled = true; ui.stepLabel.value = "no steps yet"; ui.steps.replaceChildren(el("p", { class: "he-empty" }, "No token generated yet.")); return; }
-    ui.stepRange.disabled = false;
-    ui.stepRange.max = String(n);
-    const k = this.#step == null ? n : Math.min(this.#step, n);
-    ui.stepRange.value = String(k);
+    if (!n) { ui.stepLabel.value = "no steps yet"; ui.steps.replaceChildren(el("p", { class: "he-empty" }, "No token generated yet.")); return; }
+    const k = this.step(n);
+    if (!k) { ui.stepLabel.value = `the prefill (step 0 of ${n})`; ui.steps.replaceChildren(el("p", { class: "he-empty" }, "The page's step is the prefill: move the step bar to a generated token.")); return; }
     const step = state.steps[k - 1];
     ui.stepLabel.value = `step ${k} of ${n}`;
     const A = step.attention, K = A.keys;

@@ -1,13 +1,12 @@
 // <he-logits>: the LM head's top candidates for one step, as raw logits with their probabilities.
 import { HeElement, el, caption, showPiece, fmt } from "../lib/base-element.js";
-import { StepPicker, mount, readout, hover, chip, pct, int } from "../lib/widgets.js";
+import { mount, readout, hover, chip, pct, int } from "../lib/widgets.js";
 
 
 class HeLogits extends HeElement {
   render(rs) {
-    this.picker ??= new StepPicker(() => this.render(this.data));
-    const body = mount(this, this.picker.node);
-    const n = this.picker.pick(rs.steps.length);
+    const body = mount(this);
+    const n = this.step(rs.steps.length);
     const step = n ? rs.steps[n - 1] : null;
     const logits = step ? step.logits : rs.prefill?.logits;
     if (!logits) { delete this.dataset.topId; delete this.dataset.vocabSize; body.replaceChildren(caption("Waiting for the run: no logits yet.")); return; }

@@ -1,12 +1,11 @@
 // <he-sequence>: append and loop: the prompt tokens, then one token per step, each fed back in.
 import { HeElement, el, caption, showPiece } from "../lib/base-element.js";
-import { StepPicker, mount, readout, hover, chip, int } from "../lib/widgets.js";
+import { mount, readout, hover, chip, int } from "../lib/widgets.js";
 
 class HeSequence extends HeElement {
   render(rs) {
-    this.picker ??= new StepPicker(() => this.render(this.data));
-    const body = mount(this, this.picker.node);
-    const n = this.picker.pick(rs.steps.length);
+    const body = mount(this);
+    const n = this.step(rs.steps.length);
     const prompt = rs.prefill?.tokens;
     if (!prompt) { delete this.dataset.length; body.replaceChildren(caption("Waiting for the run: no prompt tokens yet.")); return; }
     const P = prompt.length;

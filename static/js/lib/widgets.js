@@ -1,4 +1,4 @@
-// Small helpers the step diagrams share: step picker, hover readout, token chips, number formats.
+// Small helpers the step diagrams share: hover readout, token chips, number formats.
 import { el, showPiece } from "./base-element.js";
 
 /** A probability as a percentage, with more digits for small ones. */
@@ -51,35 +51,6 @@ export function linkIds(root) {
     for (const n of root.querySelectorAll(".heb-linked")) n.classList.remove("heb-linked");
     if (id != null) for (const n of root.querySelectorAll(`[data-id="${CSS.escape(id)}"]`)) n.classList.add("heb-linked");
   });
-}
-
-/** A small step picker: a range over 1 … steps, following the latest step unless moved back. */
-export class StepPicker {
-  constructor(onChange) {
-    this.selected = null; // null: follow the latest step
-    this.range = el("input", { type: "range", min: "1", max: "1", step: "1", value: "1", "aria-label": "step to show" });
-    this.out = el("output", { class: "heb-picker-out" });
-    this.latest = el("button", { type: "button", class: "heb-picker-latest" }, "latest");
-    this.node = el("div", { class: "heb-picker" });
-    this.node.append(el("span", { class: "heb-picker-label" }, "Step"), this.range, this.out, this.latest);
-    this.range.addEventListener("input", () => {
-      const v = Number(this.range.value);
-      this.selected = v >= Number(this.range.max) ? null : v;
-      onChange();
-    });
-    this.latest.addEventListener("click", () => { this.selected = null; onChange(); });
-  }
-
-  /** The 1-based step to show out of `count` (0 when there is none yet). */
-  pick(count) {
-    const n = this.selected == null ? count : Math.min(this.selected, count);
-    this.range.max = String(Math.max(count, 1));
-    this.range.value = String(Math.max(n, 1));
-    this.range.disabled = count <= 1;
-    this.out.textContent = count ? `${n} of ${count}${n === count ? " (latest)" : ""}` : "prefill only";
-    this.latest.hidden = n === count;
-    return n;
-  }
 }
 
 /** Mount persistent controls above a body that each render replaces; returns the body. */
