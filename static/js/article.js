@@ -10,7 +10,7 @@ import { StepBar, stepFromUrl } from "./step-bar.js";
 import { addMessage, bindRanges, bindRunKeys, fillPromptForm, readMessages, readParams } from "./prompt-form.js";
 import { SECTIONS } from "./embed-driver.js";
 
-const ELEMENTS = SECTIONS.map((section) => `he-${section}`);
+const ELEMENTS = [...SECTIONS.map((section) => `he-${section}`), "he-pipeline"];
 const DEFAULT_MESSAGES = [{ role: "user", content: "The mole on my face may need a biopsy. Explain this simply." }];
 
 const $ = (sel) => document.querySelector(sel);
