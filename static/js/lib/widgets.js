@@ -61,3 +61,25 @@ export function mount(host, ...controls) {
   }
   return host.hebBody;
 }
+
+/**
+ * "Continue from here with this token": one button per candidate (not the one the step chose). A click asks
+ * the page to `fork` the run at `step` with that token (docs/protocol.md); a recording answers with a note.
+ */
+export function forkRow(host, step, candidates) {
+  const row = el("div", { class: "heb-forks", role: "group", "aria-label": `Fork step ${step.step}: continue with another token` });
+  row.append(el("span", { class: "heb-forks-label" }, `Continue from step ${step.step} with:`));
+  const seen = new Set([step.token.id]);
+  for (const c of candidates) {
+    if (seen.has(c.id) || c.text == null) continue;
+    seen.add(c.id);
+    const button = el("button", { type: "button", class: "heb-fork", "data-token-id": c.id,
+      title: `continue from step ${step.step} with ${showPiece(c.text)} (id ${c.id}) instead of ${showPiece(step.token.text)}` });
+    button.append(chip(c.text, c.id));
+    button.addEventListener("click", () => host.dispatchEvent(new CustomEvent("he-request", {
+      bubbles: true, composed: true, detail: { type: "fork", step: step.step, token_id: c.id } })));
+    row.append(button);
+    if (seen.size > 6) break;
+  }
+  return row;
+}
