@@ -7,6 +7,7 @@ import { RunRecorder } from "./save-run.js";
 import { WorkshopFollow } from "./workshop-follow.js";
 import { ExamplePicker, Replay, fetchJson } from "./replay.js";
 import { StepBar, stepFromUrl } from "./step-bar.js";
+import { fillRunWords } from "./run-words.js";
 import { addMessage, bindRanges, bindRunKeys, fillPromptForm, readMessages, readParams } from "./prompt-form.js";
 import { SECTIONS } from "./embed-driver.js";
 
@@ -39,6 +40,7 @@ function findDiagrams() {
 
 /** Give the state to every defined diagram (setting a property before the upgrade would shadow it). */
 function feedDiagrams(only) {
+  if (!only) fillRunWords(state.prefill);
   for (const node of diagrams) {
     if (only && node.localName !== only) continue;
     if (customElements.get(node.localName)) node.data = state;
