@@ -260,7 +260,7 @@ function goLive() {
 function followRun(msg) {
   if (!stepBar || mode !== "live") return;
   if (msg.type === "done" && !stepBar.moved) stepBar.place(restingStep());
-  else if (msg.type === "step" && forkAsked && msg.forced) { stepBar.seek(msg.step); forkAsked = null; client.send({ type: "resume" }); }
+  else if (msg.type === "step" && forkAsked && msg.forced) { stepBar.seek(msg.step); forkAsked = null; banner = null; client.send({ type: "resume" }); }
   else if (msg.type === "step" || msg.type === "prefill") stepBar.follow();
   else stepBar.render();
 }

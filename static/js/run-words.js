@@ -11,7 +11,9 @@ function userText(prefill) {
   const spans = prefill?.template?.spans || [];
   const user = [...spans].reverse().find((s) => s.role === "user");
   if (!user) return null;
-  return [...prefill.template.text].slice(user.start, user.end).join(""); // spans count code points
+  const span = [...prefill.template.text].slice(user.start, user.end).join(""); // spans count code points
+  // A span can hold the turn's markers too ("<|user|>", a "user" header line): keep what was typed.
+  return span.replace(/<[^<>\s]*>/g, " ").replace(/^\s*(system|user|assistant)\s*\n/, "").trim();
 }
 
 /** {1, 2, sentence}: two content words in the order they appear, and the sentence they come from. */
