@@ -260,7 +260,7 @@ function goLive() {
 function followRun(msg) {
   if (!stepBar || mode !== "live") return;
   if (msg.type === "done" && !stepBar.moved) stepBar.place(restingStep());
-  else if (msg.type === "step" && forkAsked && msg.forced) { stepBar.seek(msg.step); forkAsked = null; banner = null; client.send({ type: "resume" }); }
+  else if (msg.type === "step" && forkAsked && msg.forced) { stepBar.seek(msg.step); banner = null; if (forkAsked.continue) client.send({ type: "resume" }); forkAsked = null; }
   else if (msg.type === "step" || msg.type === "prefill") stepBar.follow();
   else stepBar.render();
 }
@@ -299,7 +299,7 @@ function request(msg) {
 function fork(msg) {
   if (workshop.following) return;
   original ??= { steps: state.steps.slice(), done: state.done };
-  forkAsked = { step: msg.step, token_id: msg.token_id };
+  forkAsked = { step: msg.step, token_id: msg.token_id, continue: Boolean(msg.continue) };
   client.send({ type: "fork", step: msg.step, token_id: msg.token_id });
   banner = { kind: "info", at: Date.now(), text: `Forking at step ${msg.step}: continuing with token ${msg.token_id}…` };
   renderChrome();

@@ -77,7 +77,7 @@ export function forkRow(host, step, candidates) {
       title: `continue from step ${step.step} with ${showPiece(c.text)} (id ${c.id}) instead of ${showPiece(step.token.text)}` });
     button.append(chip(c.text, c.id));
     button.addEventListener("click", () => host.dispatchEvent(new CustomEvent("he-request", {
-      bubbles: true, composed: true, detail: { type: "fork", step: step.step, token_id: c.id } })));
+      bubbles: true, composed: true, detail: { type: "fork", step: step.step, token_id: c.id, continue: true } })));
     row.append(button);
     if (seen.size > 6) break;
   }
