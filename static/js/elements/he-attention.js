@@ -16,7 +16,8 @@ function select(label, onChange) {
   return s;
 }
 function setOptions(sel, n, name, value) {
-  if (sel.options.length !== n) sel.replaceChildren(...Array.from({ length: n }, (_, i) => el("option", { value: i }, `${name} ${i}`)));
+  const first = name === "layer" ? 1 : 0; // layers are numbered 1 … N everywhere on the page (L1 = the first block)
+  if (sel.options.length !== n) sel.replaceChildren(...Array.from({ length: n }, (_, i) => el("option", { value: i }, `${name} ${i + first}`)));
   sel.value = String(Math.min(value, n - 1));
 }
 
@@ -103,18 +104,18 @@ class HeAttention extends HeElement {
     let max = 0;
     for (let r = 0; r < rows.length; r++) for (let c = 0; c <= (blockMode ? rows.length - 1 : r); c++) max = Math.max(max, weight(r, c) || 0);
     const grid = matrix({
-      label: `Attention weights, layer ${L} head ${H}`, corner: "query ↓ key →", rows, cols,
+      label: `Attention weights, layer ${L + 1} head ${H}`, corner: "query ↓ key →", rows, cols,
       rowTitle: (r) => `query ${rowTok(r)}`, colTitle: (c) => `key ${colTok(c)}`,
       cell: (r, c) => {
         if (!blockMode && c > r) return { cls: "masked", title: `query ${rowTok(r)} → key ${colTok(c)}: masked (later position)` };
         const w = weight(r, c);
-        return { background: heat(max ? w / max : 0), title: `layer ${L} head ${H}: query ${rowTok(r)} → key ${colTok(c)}: weight ${fmt(w, 4)}` };
+        return { background: heat(max ? w / max : 0), title: `layer ${L + 1} head ${H}: query ${rowTok(r)} → key ${colTok(c)}: weight ${fmt(w, 4)}` };
       },
     });
     const last = Array.from({ length: cols.length }, (_, c) => weight(rows.length - 1, c));
     const best = last.indexOf(Math.max(...last));
     ui.prefill.replaceChildren(scroller(grid), caption(
-      `Measured on this run: layer ${L}, head ${H} over the ${P}-token prompt (${note}). ` +
+      `Measured on this run: layer ${L + 1}, head ${H} over the ${P}-token prompt (${note}). ` +
       `The last ${blockMode ? "block" : "position"} puts its largest weight, ${fmt(last[best], 3)}, on ${blockMode ? "block" : "key"} ${colTok(best)}. ` +
       `Colour scaled to the largest weight here, ${fmt(max, 3)}; hover a cell for its weight.`,
     ));
@@ -140,13 +141,13 @@ class HeAttention extends HeElement {
     let max = 0;
     for (let r = 0; r < rowNames.length; r++) for (let c = 0; c < K; c++) max = Math.max(max, value(r, c) || 0);
     const grid = matrix({
-      label: `Step ${k} attention, layer ${L}`, corner: `layer ${L}`, rows: rowNames,
+      label: `Step ${k} attention, layer ${L + 1}`, corner: `layer ${L + 1}`, rows: rowNames,
       cols: Array.from({ length: K }, (_, c) => showPiece(texts[c]?.text ?? `#${c}`)),
       colTitle: (c) => `key ${key(c)}`,
       cell: (r, c) => ({
         cls: r === H ? "mean-row" : "",
         background: heat(max ? value(r, c) / max : 0),
-        title: `step ${k}, layer ${L}, ${rowNames[r]}: query ${query} → key ${key(c)}: weight ${fmt(value(r, c), 4)}`,
+        title: `step ${k}, layer ${L + 1}, ${rowNames[r]}: query ${query} → key ${key(c)}: weight ${fmt(value(r, c), 4)}`,
       }),
     });
     const parts = [scroller(grid)];
@@ -155,7 +156,7 @@ class HeAttention extends HeElement {
     const sum = meanRow.reduce((a, b) => a + b, 0);
     const best = meanRow.indexOf(Math.max(...meanRow));
     parts.push(caption(
-      `Measured on this run: at step ${k} the query for ${query} (a ${step.forward} pass) reads ${K} cached keys in layer ${L}` +
+      `Measured on this run: at step ${k} the query for ${query} (a ${step.forward} pass) reads ${K} cached keys in layer ${L + 1}` +
       `${heads ? ` across ${H} heads` : " (mean over heads; per-head strongest keys listed)"}. ` +
       `Averaged over heads its largest weight is ${fmt(meanRow[best], 3)} on ${key(best)}; the averaged row sums to ${fmt(sum, 3)}. Hover a cell for its weight.`,
     ));

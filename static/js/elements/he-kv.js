@@ -37,8 +37,8 @@ class HeKv extends HeElement {
       const track = el("div", { class: "heb-btrack" });
       const perPos = l.shape[2] ? l.bytes / l.shape[2] : 0;
       track.append(el("div", { class: "heb-bbar heb-kvbar", style: `width:${perPos ? Math.min(1, l.bytes / (perPos * most)) * 100 : 0}%` }));
-      row.append(el("span", { class: "heb-blabel" }, `layer ${i}`), track, el("span", { class: "heb-bval" }, bytes(l.bytes)));
-      hover(row, `layer ${i}: ${int(l.bytes)} bytes${formula}; shape [batch, kv_heads, seq, head_dim] = [${l.shape.join(", ")}]; `
+      row.append(el("span", { class: "heb-blabel" }, `layer ${i + 1}`), track, el("span", { class: "heb-bval" }, bytes(l.bytes)));
+      hover(row, `layer ${i + 1}: ${int(l.bytes)} bytes${formula}; shape [batch, kv_heads, seq, head_dim] = [${l.shape.join(", ")}]; `
         + `${int(perPos * most)} bytes at ${int(most)} positions`, line);
       layers.append(row);
     });
