@@ -160,3 +160,16 @@ def test_a_permalink_fills_the_form_and_runs_live(page, site_url):
     expect(page.locator("#example-bar")).to_be_visible()  # the examples picker stays after a live run
     assert len(INDEX) >= 1
     assert not page.errors, page.errors
+
+
+def test_a_step_attribute_pins_one_diagram(page, site_url):
+    """An author's `step` attribute pins a diagram; the others keep following the page's step bar."""
+    silent_socket(page)
+    run = example(0)
+    page.goto(site_url + "/")
+    bar_at(page, 1)
+    page.locator("he-dice").evaluate("node => node.setAttribute('step', '3')")
+    shows(page, "he-dice", "data-step", 3)
+    shows(page, "he-dice", "data-u", run["steps"][2]["draw"]["u"] if run["steps"][2]["draw"] else "greedy")
+    shows(page, "he-logits", "data-step", 1)
+    assert not page.errors, page.errors

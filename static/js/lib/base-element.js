@@ -36,9 +36,15 @@ export class HeElement extends HTMLElement {
     this.#invalidate();
   }
 
-  /** The step this diagram shows out of `count` (the page's scrubber); recorded as data-step. */
+  // `step="3"` pins one diagram to a step (an author's embed); without it the diagram follows the page's step bar.
+  static get observedAttributes() { return ["step"]; }
+  attributeChangedCallback() { this.#invalidate(); }
+
+  /** The step this diagram shows out of `count` (its `step` attribute, else the page's); recorded as data-step. */
   step(count) {
-    const n = pageStep.at(count);
+    const own = this.getAttribute("step");
+    const n = own != null && own !== "" && Number.isFinite(Number(own)) ? Math.max(0, Math.min(Math.trunc(Number(own)), count))
+      : pageStep.at(count);
     this.dataset.step = String(n);
     return n;
   }
