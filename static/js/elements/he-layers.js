@@ -16,7 +16,8 @@ const svg = (tag, attrs = {}, text) => {
 const depthName = (i) => (i === 0 ? "input (embeddings)" : `after layer ${i}`);
 
 class HeLayers extends HeElement {
-  #col = null;  // selected position column (null: the latest)
+  #col = null;  // a column the visitor clicked (null: the column of the page's step)
+  #colAt = null; // the page step it was clicked at: moving the step bar goes back to following it
 
   render(state) {
     const pre = state.prefill;
@@ -37,7 +38,11 @@ class HeLayers extends HeElement {
       if (s.input.position < P || !Array.isArray(s.hidden_norms)) continue;
       cols.push({ pos: s.input.position, text: s.input.text, values: s.hidden_norms, from: `step ${s.step}` });
     }
-    const sel = this.#col == null || this.#col >= cols.length ? cols.length - 1 : this.#col;
+    const k = this.step(state.steps.length);
+    if (this.#colAt !== k) this.#col = null;
+    const input = k ? state.steps[k - 1].input.position : P - 1; // the position step k read
+    const follow = Math.max(0, cols.findIndex((c) => c.pos === input));
+    const sel = this.#col == null || this.#col >= cols.length ? follow : this.#col;
     const colMax = cols.map((c) => Math.max(...c.values.filter(Number.isFinite)));
     const name = (c) => `position ${cols[c].pos} ${JSON.stringify(cols[c].text)} (${cols[c].from})`;
     const grid = matrix({
@@ -50,7 +55,7 @@ class HeLayers extends HeElement {
         background: heat(colMax[c] ? cols[c].values[r] / colMax[c] : 0),
         title: `${name(c)}, ${depthName(r)}: norm ${fmt(cols[c].values[r], 3)}`,
       }),
-      onCell: (_r, c) => { this.#col = c === cols.length - 1 ? null : c; this.render(state); },
+      onCell: (_r, c) => { this.#col = c; this.#colAt = k; this.render(state); },
     });
     const v = cols[sel].values;
     const grew = v[0] ? v[v.length - 1] / v[0] : NaN;

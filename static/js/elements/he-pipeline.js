@@ -22,7 +22,7 @@ const STAGES = [
   ["sequence", "append", (rs, s) => s?.token && `“${showPiece(s.token.text)}”`],
   ["kv", "KV cache", (rs, s) => s?.kv && `KV ${bytes(s.kv.bytes)}`],
   ["stream", "stream", (rs, s, k) => s && `${rs.steps.slice(0, k).map((x) => x.text_delta).join("").length} chars`],
-  ["stop", "stop", (rs, s, k) => (k && k === rs.steps.length && (rs.done?.stop_reason || s?.stop_reason) ? `stop: ${rs.done?.stop_reason || s.stop_reason}` : s ? "go on" : null)],
+  ["stop", "stop", (rs, s, k) => (k && k === rs.steps.length && (rs.done?.stop_reason || s?.stop_reason) ? `stop: ${rs.done?.stop_reason || s.stop_reason}` : s ? "continues" : null)],
   ["context", "context", (rs, s) => s?.kv?.context_used != null && `${fixed(100 * s.kv.context_used, 1)}% used`],
   ["myths", "checks", (rs) => checks(rs)],
   ["timeline", "serving", (rs) => (Object.keys(rs.serving || {}).length ? `${Object.keys(rs.serving).length} measured` : "measure")],
