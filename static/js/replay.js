@@ -69,6 +69,7 @@ export class ExamplePicker {
       option.textContent = `${entry.title}: “${entry.prompt}”`;
       return option;
     }));
+    this.bar.hidden = !this.entries.length; // the list is there to pick from, whatever is drawn
     if (this.entries.length) await this.pick(this.entries[0].id, false);
   }
 
@@ -77,7 +78,12 @@ export class ExamplePicker {
     if (!entry) return;
     const ticket = ++this.ticket;
     const recording = await fetchJson(new URL(entry.file, this.indexUrl));
-    if (ticket !== this.ticket || !this.onPick(recording, byVisitor)) return;
+    if (ticket !== this.ticket) return;
+    if (!this.onPick(recording, byVisitor)) { // a live run came first: the list stays, with nothing picked yet
+      this.select.selectedIndex = -1;
+      this.bar.hidden = false;
+      return;
+    }
     this.select.value = id;
     const model = recording.payloads[0]?.model?.name || recording.model_spec;
     this.note.textContent = `This is a recorded example run of ${model}; press Play to run it live.`;
@@ -89,6 +95,7 @@ export class ExamplePicker {
   live() {
     this.ticket += 1;
     delete this.bar.dataset.example;
+    this.select.selectedIndex = -1; // so that picking any example, the last one too, is a change
     this.note.textContent = "Your live run is drawn below; pick an example to look at a recorded run instead.";
   }
 }
