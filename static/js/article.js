@@ -5,11 +5,13 @@ import { el } from "./lib/base-element.js";
 import { SessionClient } from "./client.js";
 import { RunRecorder } from "./save-run.js";
 import { WorkshopFollow } from "./workshop-follow.js";
-import { ExamplePicker, Replay, ReplayBar, fetchJson } from "./replay.js";
+import { ExamplePicker, Replay, fetchJson } from "./replay.js";
+import { StepBar, stepFromUrl } from "./step-bar.js";
+import { fillRunWords } from "./run-words.js";
 import { addMessage, bindRanges, bindRunKeys, fillPromptForm, readMessages, readParams } from "./prompt-form.js";
 import { SECTIONS } from "./embed-driver.js";
 
-const ELEMENTS = SECTIONS.map((section) => `he-${section}`);
+const ELEMENTS = [...SECTIONS.map((section) => `he-${section}`), "he-pipeline"];
 const DEFAULT_MESSAGES = [{ role: "user", content: "The mole on my face may need a biopsy. Explain this simply." }];
 
 const $ = (sel) => document.querySelector(sel);
@@ -22,7 +24,10 @@ let diagrams = [];
 let banner = null;        // {kind, text, until?} from the last message that deserves one
 let connection = { state: "closed", retryAt: null };
 let mode = "none";        // what the diagrams show: "example" or "recording" (stepped with the replay bar), or "live"
-let replayBar = null;
+let stepBar = null;       // the page's one step scrubber (step-bar.js), for live runs and recordings alike
+let wantedStep = stepFromUrl(); // #step=12 in the link: where a finished run or a recording opens
+let original = null;      // the run as it was before the first fork: {steps, done}; "back to the original" shows it
+let forkAsked = null;     // {step, token_id} of a fork sent and not yet answered
 let examples = null;      // the shipped examples' picker (the article page only)
 let stopping = false;     // Stop was pressed and the run's `done` has not come yet
 let stepAsked = false;    // Step was pressed and its step has not come yet
@@ -35,6 +40,7 @@ function findDiagrams() {
 
 /** Give the state to every defined diagram (setting a property before the upgrade would shadow it). */
 function feedDiagrams(only) {
+  if (!only) fillRunWords(state.prefill);
   for (const node of diagrams) {
     if (only && node.localName !== only) continue;
     if (customElements.get(node.localName)) node.data = state;
@@ -65,6 +71,7 @@ function runPhase() {
 }
 
 const LIVE = new Set(["running", "paused", "held"]);
+const RUN_MESSAGES = new Set(["prefill", "step", "done", "check", "detail", "retemper"]);
 
 /** Stop, naming the last step drawn: the server keeps at most the one it is computing. */
 function stopRun() {
@@ -159,6 +166,8 @@ function renderChrome() {
   reply.textContent = state.done ? state.done.text : state.text;
   reply.classList.toggle("streaming", runPhase() === "running" && !state.done);
   reply.classList.toggle("empty", !reply.textContent);
+  const back = $("#btn-original");
+  if (back) back.hidden = !original;
   updateButtons();
 }
 
@@ -177,7 +186,11 @@ function onMessage(msg) {
   }
   if (msg.type === "session" || msg.type === "done" || (msg.type === "error" && stopping)) stopping = false;
   if (msg.type === "step" || msg.type === "error" || msg.type === "busy" || msg.type === "done" || msg.type === "session") stepAsked = false;
+  // A recording on show (an example picked during a run) keeps the diagrams until the next live `session`.
+  if (mode !== "live" && RUN_MESSAGES.has(msg.type)) { renderChrome(); return; }
+  if (msg.type === "error" && forkAsked) forkAsked = null;
   state.apply(msg);
+  followRun(msg);
   recorder?.record(msg, workshop.following ? workshop.request : lastStart);
   recorder?.update(Boolean(state.done) && state.status?.state === "finished");  // after the closing checks
   feedDiagrams();
@@ -206,26 +219,60 @@ function bindReadout() {
 
 // ---- recorded runs: a permalink (/runs/<id>) or a shipped example, stepped through with no model --------
 
-/** Draw a recording through the replay bar (replay.js), at its last step. */
-function showRecording(recording, kind) {
-  mode = kind;
-  replayBar ??= new ReplayBar($("#replay-bar"), state, () => { feedDiagrams(); renderChrome(); });
-  replayBar.load(new Replay(recording.payloads));
+/** The step bar, made once; scrubbing redraws the chrome (the diagrams follow the page step themselves). */
+function ensureStepBar() {
+  stepBar ??= new StepBar($("#replay-bar"), () => state.steps.length, () => renderChrome());
+  return stepBar;
 }
 
-/** A live run took over the diagrams: the example and its replay bar step aside. */
+/** Where a finished run rests: the link's #step=, else the first generated token (not the end, often eos). */
+function restingStep() {
+  const n = state.steps.length;
+  return wantedStep != null ? Math.min(wantedStep, n) : Math.min(1, n);
+}
+
+/** Draw a whole recording; the step bar then picks the step every diagram shows. */
+function showRecording(recording, kind) {
+  mode = kind;
+  original = null;
+  const replay = new Replay(recording.payloads);
+  replay.stateAt(replay.steps, state);
+  const bar = ensureStepBar();
+  bar.reset();
+  bar.place(restingStep());
+  bar.show();
+  feedDiagrams();
+  renderChrome();
+}
+
+/** A live run took over the diagrams: the step bar follows it, the examples stay to pick from. */
 function goLive() {
-  if (mode === "live") return;
   mode = "live";
-  replayBar?.hide();
-  examples?.hide();
+  original = null;
+  forkAsked = null;
+  const bar = ensureStepBar();
+  bar.reset();
+  bar.show();
+  examples?.live();
+}
+
+/** Keep the step bar with the run: follow while it streams, rest on the first token when it finishes. */
+function followRun(msg) {
+  if (!stepBar || mode !== "live") return;
+  if (msg.type === "done" && !stepBar.moved) stepBar.place(restingStep());
+  else if (msg.type === "step" && forkAsked && msg.forced) { stepBar.seek(msg.step); banner = null; if (forkAsked.continue) client.send({ type: "resume" }); forkAsked = null; }
+  else if (msg.type === "step" || msg.type === "prefill") stepBar.follow();
+  else stepBar.render();
 }
 
 async function replayRecording(id) {
   try {
     const body = await fetchJson(`/api/runs/${encodeURIComponent(id)}`);
     showRecording(body, "recording");
-    banner = { kind: "info", text: `A recorded run (${body.model_spec}, ${state.steps.length} steps): no model is running.` };
+    fillForm(body.messages || [], { ...(body.params || {}), seed: body.seed ?? body.params?.seed });
+    const live = $("#run-live");
+    if (live) { live.href = `/?run=${encodeURIComponent(id)}`; live.hidden = false; }
+    banner = { kind: "info", text: `A recorded run (${body.model_spec}, ${state.steps.length} steps): no model is running. "Run this live" runs it on the server.` };
   } catch (err) {
     banner = { kind: "error", at: Date.now(), text: `The recording could not be loaded: ${err.message}` };
   }
@@ -236,6 +283,7 @@ async function replayRecording(id) {
 /** Send a diagram's request; details need a live session, which an example does not have. */
 function request(msg) {
   const replaying = mode === "example" || mode === "recording";
+  if (msg.type === "fork" && !replaying) { fork(msg); return; }
   if (!replaying || (mode === "example" && msg.type === "measure")) { client.send(msg); return; }
   if (msg.type === "measure") {  // a permalink replays with no socket: settle the button with a refusal
     state.apply({ type: "error", code: "no_server", field: null, message: "a recording replays without the server: measure on the live article" });
@@ -247,15 +295,55 @@ function request(msg) {
   renderChrome();
 }
 
+/** Continue from `step` with another token: the server rewinds there (paused); the page resumes the branch. */
+function fork(msg) {
+  if (workshop.following) return;
+  original ??= { steps: state.steps.slice(), done: state.done };
+  forkAsked = { step: msg.step, token_id: msg.token_id, continue: Boolean(msg.continue) };
+  client.send({ type: "fork", step: msg.step, token_id: msg.token_id });
+  banner = { kind: "info", at: Date.now(), text: `Forking at step ${msg.step}: continuing with token ${msg.token_id}…` };
+  renderChrome();
+}
+
+/** Show the run as it was before the first fork (the server keeps the branch; a new fork starts from it). */
+function backToOriginal() {
+  if (!original) return;
+  state.steps = original.steps.slice();
+  state.done = original.done;
+  state.version += 1;
+  original = null;
+  banner = { kind: "info", at: Date.now(), text: "Back to the original run (before the fork)." };
+  feedDiagrams();
+  stepBar?.render();
+  renderChrome();
+}
+
 function fillForm(messages, params) {
   fillPromptForm(messages, params, updateButtons);
   updateButtons();
 }
 
+/** "Run this live" (/?run=<id>): the recording's prompt and parameters in the form, run once connected. */
+async function runRecordingLive(id) {
+  try {
+    const body = await fetchJson(`/api/runs/${encodeURIComponent(id)}`);
+    fillForm(body.messages || [], { ...(body.params || {}), seed: body.seed ?? body.params?.seed });
+  } catch (err) {
+    banner = { kind: "error", at: Date.now(), text: `The recording could not be loaded: ${err.message}` };
+    renderChrome();
+    return;
+  }
+  const go = () => { if (connection.state === "open" && !$("#btn-play").disabled) { start(false); return true; } return false; };
+  if (go()) return;
+  const onState = () => { if (go()) client.removeEventListener("state", onState); };
+  client.addEventListener("state", onState);
+}
+
 /** The first paint: the first shipped example, drawn before (and without) any socket message. */
 function loadExamples(indexUrl) {
   examples = new ExamplePicker($("#example-bar"), indexUrl, (recording, byVisitor) => {
-    if (mode === "live") return false; // the visitor's own run came first
+    if (mode === "live" && !byVisitor) return false; // the visitor's own run came first
+    if (mode === "live" && LIVE.has(runPhase())) stopRun(); // the visitor picked a recording over the run going on
     showRecording(recording, "example");
     if (byVisitor) fillForm(recording.messages, recording.params);
     return true;
@@ -278,6 +366,9 @@ function init() {
   for (const m of DEFAULT_MESSAGES) addMessage(m.role, m.content, updateButtons);
   bindRanges();
   bindButtons();
+  $("#btn-original")?.addEventListener("click", backToOriginal);
+  const fromRun = new URLSearchParams(location.search).get("run");
+  if (fromRun) runRecordingLive(fromRun);
   recorder = new RunRecorder($("#btn-save"), $("#permalink"));
   workshop.bind($("#workshop-banner"), $("#params"), updateButtons);
   client.addEventListener("message", (e) => onMessage(e.detail));

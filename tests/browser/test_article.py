@@ -49,6 +49,10 @@ def test_every_section_draws_this_run(page, site_url):
     assert not run["error"], run["error"]
     prefill, steps, done = run["prefill"][-1], run["step"], run["done"][-1]
     last = steps[-1]
+    # A finished run rests on its first generated token; the step bar's "last" shows the final step.
+    expect(page.locator("#replay-bar")).to_have_attribute("data-position", "1")
+    page.locator("[data-replay=last]").click()
+    expect(page.locator("#replay-bar")).to_have_attribute("data-position", str(len(steps)))
     assert PROMPT in prefill["template"]["text"]
     assert attr(page, "he-template", "data-text-length") == str(len(prefill["template"]["text"]))
     assert attr(page, "he-tokens", "data-token-count") == str(len(prefill["tokens"]))

@@ -34,23 +34,23 @@ def test_first_paint_draws_the_example_without_the_server(page, site_url):
     page.goto(site_url + "/")
     expect(page.locator("#example-note")).to_contain_text("recorded example run of bundled")
     expect(page.locator("#example-note")).to_contain_text("press Play to run it live")
-    expect(page.locator("#replay-readout")).to_have_text(f"step {n} of {n}")
+    expect(page.locator("#replay-readout")).to_have_text(f"step 1 of {n}")  # the first generated token, not the end
     shows(page, "he-template", "data-text-length", len(run["prefill"]["template"]["text"]))
     shows(page, "he-tokens", "data-token-count", len(run["prefill"]["tokens"]))
     shows(page, "he-mask", "data-check-passed", "true")
-    shows(page, "he-logits", "data-top-id", steps[-1]["logits"]["top"][0]["id"])
-    shows(page, "he-dice", "data-u", steps[-1]["draw"]["u"])
-    shows(page, "he-kv", "data-kv-bytes", steps[-1]["kv"]["bytes"])
-    shows(page, "he-sequence", "data-length", len(run["prefill"]["tokens"]) + n)
+    shows(page, "he-logits", "data-top-id", steps[0]["logits"]["top"][0]["id"])
+    shows(page, "he-dice", "data-u", steps[0]["draw"]["u"] if steps[0]["draw"] else "greedy")
+    shows(page, "he-kv", "data-kv-bytes", steps[0]["kv"]["bytes"])
+    shows(page, "he-sequence", "data-length", len(run["prefill"]["tokens"]) + 1)
     shows(page, "he-stop", "data-stop-reason", run["done"]["stop_reason"])
     shows(page, "he-myths", "data-waiting", 0)  # the after-run checks came with the example
     shows(page, "he-myths", "data-failed", 0)
     assert page.locator("#reply").inner_text().strip() == run["done"]["text"].strip()
     assert opened and frames == []  # the page did open its socket, and no message came through it
-    page.locator("[data-replay=first]").click()  # the replay bar steps through examples too
+    page.locator("[data-replay=first]").click()  # the step bar steps through examples too
     shows(page, "he-sequence", "data-length", len(run["prefill"]["tokens"]))
-    page.locator("[data-replay=next]").click()
-    shows(page, "he-logits", "data-top-id", steps[0]["logits"]["top"][0]["id"])
+    page.locator("[data-replay=last]").click()
+    shows(page, "he-logits", "data-top-id", steps[-1]["logits"]["top"][0]["id"])
     assert not page.errors, page.errors
 
 
@@ -60,14 +60,14 @@ def test_the_picker_switches_examples(page, site_url):
     picker = page.locator("#example-picker")
     expect(picker.locator("option")).to_have_count(len(INDEX))
     first = len(example(0)["steps"])
-    expect(page.locator("#replay-readout")).to_have_text(f"step {first} of {first}")
+    expect(page.locator("#replay-readout")).to_have_text(f"step 1 of {first}")
     other = example(1)
     picker.select_option(INDEX[1]["id"])
     n = len(other["steps"])
-    expect(page.locator("#replay-readout")).to_have_text(f"step {n} of {n}")
-    shows(page, "he-logits", "data-top-id", other["steps"][-1]["logits"]["top"][0]["id"])
+    expect(page.locator("#replay-readout")).to_have_text(f"step 1 of {n}")
+    shows(page, "he-logits", "data-top-id", other["steps"][0]["logits"]["top"][0]["id"])
     shows(page, "he-tokens", "data-token-count", len(other["prefill"]["tokens"]))
-    shows(page, "he-dice", "data-u", other["steps"][-1]["draw"]["u"] if other["steps"][-1]["draw"] else "greedy")
+    shows(page, "he-dice", "data-u", other["steps"][0]["draw"]["u"] if other["steps"][0]["draw"] else "greedy")
     assert page.locator("#reply").inner_text().strip() == other["done"]["text"].strip()
     # The prompt box now holds that example's prompt and parameters: Play would rerun it live.
     expect(page.locator("#messages textarea").first).to_have_value(INDEX[1]["prompt"])
@@ -85,12 +85,13 @@ def test_play_replaces_the_example_with_the_live_run(page, site_url):
     page.locator("input[name=max_new_tokens]").fill("4")
     expect(page.locator("#btn-play")).to_be_enabled()
     page.locator("#btn-play").click()
-    expect(page.locator("#example-bar")).to_be_hidden(timeout=30_000)
-    expect(page.locator("#replay-bar")).to_be_hidden()
+    expect(page.locator("#example-note")).to_contain_text("Your live run", timeout=30_000)
+    expect(page.locator("#example-bar")).to_be_visible()  # the examples stay to pick from after a live run
     expect(page.locator("#status-banner")).to_contain_text("Finished", timeout=60_000)
+    expect(page.locator("#replay-bar")).to_be_visible()  # the one step bar, now over the live run
     steps = [f for f in frames if f.get("type") == "step"]
     prefill = next(f for f in frames if f.get("type") == "prefill")
     assert prefill["template"]["text"].count("What does bank mean?") == 1  # the visitor's prompt, not the example's
-    shows(page, "he-sequence", "data-length", len(prefill["tokens"]) + len(steps))
-    shows(page, "he-logits", "data-top-id", steps[-1]["logits"]["top"][0]["id"])
+    shows(page, "he-sequence", "data-length", len(prefill["tokens"]) + 1)  # resting on the first generated token
+    shows(page, "he-logits", "data-top-id", steps[0]["logits"]["top"][0]["id"])
     assert not page.errors, page.errors

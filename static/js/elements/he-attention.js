@@ -16,14 +16,14 @@ function select(label, onChange) {
   return s;
 }
 function setOptions(sel, n, name, value) {
-  if (sel.options.length !== n) sel.replaceChildren(...Array.from({ length: n }, (_, i) => el("option", { value: i }, `${name} ${i}`)));
+  const first = name === "layer" ? 1 : 0; // layers are numbered 1 … N everywhere on the page (L1 = the first block)
+  if (sel.options.length !== n) sel.replaceChildren(...Array.from({ length: n }, (_, i) => el("option", { value: i }, `${name} ${i + first}`)));
   sel.value = String(Math.min(value, n - 1));
 }
 
 class HeAttention extends HeElement {
   #layer = 0;
   #head = 0;
-  #step = null; // null: follow the latest step
   #ui = null;
 
   #skeleton() {
@@ -38,12 +38,6 @@ class HeAttention extends HeElement {
       ui.full.disabled = true;
       ui.full.textContent = "Requested…";
     });
-    ui.stepRange = el("input", { type: "range", min: 1, max: 1, value: 1, "aria-label": "Step" });
-    ui.stepRange.addEventListener("input", () => {
-      const v = Number(ui.stepRange.value);
-      this.#step = v >= Number(ui.stepRange.max) ? null : v;
-      redraw();
-    });
     ui.stepLabel = el("output", { class: "he-step-label" });
     ui.prefill = el("div", { class: "he-part" });
     ui.steps = el("div", { class: "he-part" });
@@ -51,7 +45,7 @@ class HeAttention extends HeElement {
     const wrap = (text, ctl) => { const l = el("label", {}, text); l.append(ctl); return l; };
     controls.append(wrap("Layer ", ui.layer), wrap("Head ", ui.head), ui.full);
     const stepControls = el("div", { class: "he-controls" });
-    stepControls.append(wrap("Step ", ui.stepRange), ui.stepLabel);
+    stepControls.append(ui.stepLabel);
     ui.root = [el("h3", { class: "he-subhead" }, "The prompt, read all at once"), controls, ui.prefill,
       el("h3", { class: "he-subhead" }, "Each new token looks back over the cache"), stepControls, ui.steps];
     this.#ui = ui;
@@ -110,18 +104,18 @@ class HeAttention extends HeElement {
     let max = 0;
     for (let r = 0; r < rows.length; r++) for (let c = 0; c <= (blockMode ? rows.length - 1 : r); c++) max = Math.max(max, weight(r, c) || 0);
     const grid = matrix({
-      label: `Attention weights, layer ${L} head ${H}`, corner: "query ↓ key →", rows, cols,
+      label: `Attention weights, layer ${L + 1} head ${H}`, corner: "query ↓ key →", rows, cols,
       rowTitle: (r) => `query ${rowTok(r)}`, colTitle: (c) => `key ${colTok(c)}`,
       cell: (r, c) => {
         if (!blockMode && c > r) return { cls: "masked", title: `query ${rowTok(r)} → key ${colTok(c)}: masked (later position)` };
         const w = weight(r, c);
-        return { background: heat(max ? w / max : 0), title: `layer ${L} head ${H}: query ${rowTok(r)} → key ${colTok(c)}: weight ${fmt(w, 4)}` };
+        return { background: heat(max ? w / max : 0), title: `layer ${L + 1} head ${H}: query ${rowTok(r)} → key ${colTok(c)}: weight ${fmt(w, 4)}` };
       },
     });
     const last = Array.from({ length: cols.length }, (_, c) => weight(rows.length - 1, c));
     const best = last.indexOf(Math.max(...last));
     ui.prefill.replaceChildren(scroller(grid), caption(
-      `Measured on this run: layer ${L}, head ${H} over the ${P}-token prompt (${note}). ` +
+      `Measured on this run: layer ${L + 1}, head ${H} over the ${P}-token prompt (${note}). ` +
       `The last ${blockMode ? "block" : "position"} puts its largest weight, ${fmt(last[best], 3)}, on ${blockMode ? "block" : "key"} ${colTok(best)}. ` +
       `Colour scaled to the largest weight here, ${fmt(max, 3)}; hover a cell for its weight.`,
     ));
@@ -129,11 +123,9 @@ class HeAttention extends HeElement {
 
   #drawStep(state, ui) {
     const n = state.steps.length;
-    if (!n) { ui.stepRange.disabled = true; ui.stepLabel.value = "no steps yet"; ui.steps.replaceChildren(el("p", { class: "he-empty" }, "No token generated yet.")); return; }
-    ui.stepRange.disabled = false;
-    ui.stepRange.max = String(n);
-    const k = this.#step == null ? n : Math.min(this.#step, n);
-    ui.stepRange.value = String(k);
+    if (!n) { ui.stepLabel.value = "no steps yet"; ui.steps.replaceChildren(el("p", { class: "he-empty" }, "No token generated yet.")); return; }
+    const k = this.step(n);
+    if (!k) { ui.stepLabel.value = `the prefill (step 0 of ${n})`; ui.steps.replaceChildren(el("p", { class: "he-empty" }, "The page's step is the prefill: move the step bar to a generated token.")); return; }
     const step = state.steps[k - 1];
     ui.stepLabel.value = `step ${k} of ${n}`;
     const A = step.attention, K = A.keys;
@@ -149,13 +141,13 @@ class HeAttention extends HeElement {
     let max = 0;
     for (let r = 0; r < rowNames.length; r++) for (let c = 0; c < K; c++) max = Math.max(max, value(r, c) || 0);
     const grid = matrix({
-      label: `Step ${k} attention, layer ${L}`, corner: `layer ${L}`, rows: rowNames,
+      label: `Step ${k} attention, layer ${L + 1}`, corner: `layer ${L + 1}`, rows: rowNames,
       cols: Array.from({ length: K }, (_, c) => showPiece(texts[c]?.text ?? `#${c}`)),
       colTitle: (c) => `key ${key(c)}`,
       cell: (r, c) => ({
         cls: r === H ? "mean-row" : "",
         background: heat(max ? value(r, c) / max : 0),
-        title: `step ${k}, layer ${L}, ${rowNames[r]}: query ${query} → key ${key(c)}: weight ${fmt(value(r, c), 4)}`,
+        title: `step ${k}, layer ${L + 1}, ${rowNames[r]}: query ${query} → key ${key(c)}: weight ${fmt(value(r, c), 4)}`,
       }),
     });
     const parts = [scroller(grid)];
@@ -164,7 +156,7 @@ class HeAttention extends HeElement {
     const sum = meanRow.reduce((a, b) => a + b, 0);
     const best = meanRow.indexOf(Math.max(...meanRow));
     parts.push(caption(
-      `Measured on this run: at step ${k} the query for ${query} (a ${step.forward} pass) reads ${K} cached keys in layer ${L}` +
+      `Measured on this run: at step ${k} the query for ${query} (a ${step.forward} pass) reads ${K} cached keys in layer ${L + 1}` +
       `${heads ? ` across ${H} heads` : " (mean over heads; per-head strongest keys listed)"}. ` +
       `Averaged over heads its largest weight is ${fmt(meanRow[best], 3)} on ${key(best)}; the averaged row sums to ${fmt(sum, 3)}. Hover a cell for its weight.`,
     ));

@@ -1,13 +1,12 @@
 // <he-dice>: the dice roll of one step: the cumulative distribution (tokens sorted by probability)
 // and where u landed on it; greedy steps take the argmax without dice.
 import { HeElement, el, caption, showPiece } from "../lib/base-element.js";
-import { StepPicker, mount, readout, hover, chip, pct, int } from "../lib/widgets.js";
+import { mount, readout, hover, chip, pct, int, forkRow } from "../lib/widgets.js";
 
 class HeDice extends HeElement {
   render(rs) {
-    this.picker ??= new StepPicker(() => this.render(this.data));
-    const body = mount(this, this.picker.node);
-    const n = this.picker.pick(rs.steps.length);
+    const body = mount(this);
+    const n = this.step(rs.steps.length);
     const step = n ? rs.steps[n - 1] : null;
     if (!step) { delete this.dataset.u; body.replaceChildren(caption("Waiting for the run: the dice are rolled at every step.")); return; }
     const draw = step.draw;
@@ -41,7 +40,7 @@ class HeDice extends HeElement {
       sentence.append("Temperature 0: the highest logit wins outright, ", chip(step.token.text, step.token.id), ` (p = ${pct(step.token.prob)}); no dice were rolled.`);
     }
     if (step.forced) sentence.append(" This token was then replaced by a fork: it was forced, not sampled.");
-    parts.push(sentence, line);
+    parts.push(sentence, line, forkRow(this, step, step.probs));
     parts.push(caption(draw
       ? `Step ${n}: tokens sorted by their final probability are laid end to end from 0 to 1; the server rolled u = ${draw.u} `
         + `(it depends only on the seed ${rs.session?.params?.seed ?? "?"} and the step number) and took the token whose slice contains u. `

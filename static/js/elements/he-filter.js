@@ -1,6 +1,6 @@
 // <he-filter>: top-k, top-p and min-p on one step: which candidates survive each filter.
 import { HeElement, el, caption, showPiece, fmt } from "../lib/base-element.js";
-import { StepPicker, mount, readout, hover, chip, textsOf, linkIds, int } from "../lib/widgets.js";
+import { mount, readout, hover, chip, textsOf, linkIds, int, forkRow } from "../lib/widgets.js";
 
 const FILTERS = ["top_k", "top_p", "min_p"];
 const RULE = {
@@ -12,9 +12,9 @@ const OFF = { top_k: "0 = off", top_p: "1.0 = off", min_p: "0 = off" };
 
 class HeFilter extends HeElement {
   render(rs) {
-    if (!this.picker) { this.picker = new StepPicker(() => this.render(this.data)); linkIds(this); }
-    const body = mount(this, this.picker.node);
-    const n = this.picker.pick(rs.steps.length);
+    if (!this.linked) { this.linked = true; linkIds(this); }
+    const body = mount(this);
+    const n = this.step(rs.steps.length);
     const step = n ? rs.steps[n - 1] : null;
     if (!step) { delete this.dataset.survivors; body.replaceChildren(caption("Waiting for the run: the filters run once a step samples.")); return; }
     const stages = step.stages;
@@ -63,7 +63,7 @@ class HeFilter extends HeElement {
     const applied = FILTERS.filter((f) => stages.find((s) => s.name === f)?.applied);
     body.replaceChildren(
       el("p", { class: "heb-big" }, `${int(last ? last.survivors : vocab)} of ${int(vocab)} tokens can be drawn`),
-      list, line,
+      list, line, forkRow(this, step, (last?.top || []).filter((x) => x.value != null).map((x) => ({ id: x.id, text: texts.get(x.id) }))),
       caption(`Step ${n}: ${applied.length ? `this run applied ${applied.join(", ")}` : "no filter was applied on this run"}. `
         + `Chips are the most likely candidates before each filter: kept ones stay, removed ones are struck out (their logit became −∞, so their probability is 0). `
         + `After the last applied stage (${last ? last.name : "none"}) ${int(last ? last.survivors : vocab)} tokens were left for the dice.`),

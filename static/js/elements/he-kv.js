@@ -1,15 +1,14 @@
 // <he-kv>: the KV cache as it fills: real bytes per layer, bytes per token, share of the context
 // window, and what grouped-query attention saves.
 import { HeElement, el, caption, bytes } from "../lib/base-element.js";
-import { StepPicker, mount, readout, hover, pct, int } from "../lib/widgets.js";
+import { mount, readout, hover, pct, int } from "../lib/widgets.js";
 
 const DTYPE_BYTES = { float32: 4, float16: 2, bfloat16: 2, float64: 8, float8_e4m3fn: 1, float8_e5m2: 1, int8: 1, uint8: 1 };
 
 class HeKv extends HeElement {
   render(rs) {
-    this.picker ??= new StepPicker(() => this.render(this.data));
-    const body = mount(this, this.picker.node);
-    const n = this.picker.pick(rs.steps.length);
+    const body = mount(this);
+    const n = this.step(rs.steps.length);
     const step = n ? rs.steps[n - 1] : null;
     const kv = step ? step.kv : rs.prefill?.kv;
     if (!kv) { delete this.dataset.kvBytes; body.replaceChildren(caption("Waiting for the run: the cache fills during the prefill.")); return; }
@@ -38,8 +37,8 @@ class HeKv extends HeElement {
       const track = el("div", { class: "heb-btrack" });
       const perPos = l.shape[2] ? l.bytes / l.shape[2] : 0;
       track.append(el("div", { class: "heb-bbar heb-kvbar", style: `width:${perPos ? Math.min(1, l.bytes / (perPos * most)) * 100 : 0}%` }));
-      row.append(el("span", { class: "heb-blabel" }, `layer ${i}`), track, el("span", { class: "heb-bval" }, bytes(l.bytes)));
-      hover(row, `layer ${i}: ${int(l.bytes)} bytes${formula}; shape [batch, kv_heads, seq, head_dim] = [${l.shape.join(", ")}]; `
+      row.append(el("span", { class: "heb-blabel" }, `layer ${i + 1}`), track, el("span", { class: "heb-bval" }, bytes(l.bytes)));
+      hover(row, `layer ${i + 1}: ${int(l.bytes)} bytes${formula}; shape [batch, kv_heads, seq, head_dim] = [${l.shape.join(", ")}]; `
         + `${int(perPos * most)} bytes at ${int(most)} positions`, line);
       layers.append(row);
     });

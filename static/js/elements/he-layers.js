@@ -16,8 +16,8 @@ const svg = (tag, attrs = {}, text) => {
 const depthName = (i) => (i === 0 ? "input (embeddings)" : `after layer ${i}`);
 
 class HeLayers extends HeElement {
-  #col = null;  // selected position column (null: the latest)
-  #lens = null; // selected step for the lens (null: the latest; 0 = the prompt)
+  #col = null;  // a column the visitor clicked (null: the column of the page's step)
+  #colAt = null; // the page step it was clicked at: moving the step bar goes back to following it
 
   render(state) {
     const pre = state.prefill;
@@ -38,7 +38,11 @@ class HeLayers extends HeElement {
       if (s.input.position < P || !Array.isArray(s.hidden_norms)) continue;
       cols.push({ pos: s.input.position, text: s.input.text, values: s.hidden_norms, from: `step ${s.step}` });
     }
-    const sel = this.#col == null || this.#col >= cols.length ? cols.length - 1 : this.#col;
+    const k = this.step(state.steps.length);
+    if (this.#colAt !== k) this.#col = null;
+    const input = k ? state.steps[k - 1].input.position : P - 1; // the position step k read
+    const follow = Math.max(0, cols.findIndex((c) => c.pos === input));
+    const sel = this.#col == null || this.#col >= cols.length ? follow : this.#col;
     const colMax = cols.map((c) => Math.max(...c.values.filter(Number.isFinite)));
     const name = (c) => `position ${cols[c].pos} ${JSON.stringify(cols[c].text)} (${cols[c].from})`;
     const grid = matrix({
@@ -51,7 +55,7 @@ class HeLayers extends HeElement {
         background: heat(colMax[c] ? cols[c].values[r] / colMax[c] : 0),
         title: `${name(c)}, ${depthName(r)}: norm ${fmt(cols[c].values[r], 3)}`,
       }),
-      onCell: (_r, c) => { this.#col = c === cols.length - 1 ? null : c; this.render(state); },
+      onCell: (_r, c) => { this.#col = c; this.#colAt = k; this.render(state); },
     });
     const v = cols[sel].values;
     const grew = v[0] ? v[v.length - 1] / v[0] : NaN;
@@ -86,12 +90,7 @@ class HeLayers extends HeElement {
 
   #lensTable(state) {
     const n = state.steps.length;
-    const pick = el("select", { "aria-label": "Which prediction" });
-    if (!n) pick.append(el("option", { value: 0 }, "the prompt's last position"));
-    for (let k = 1; k <= n; k++) pick.append(el("option", { value: k }, k === 1 ? "step 1 (the prompt's last position)" : `step ${k}`));
-    const chosenStep = n ? (this.#lens == null || this.#lens > n || this.#lens < 1 ? n : this.#lens) : 0;
-    pick.value = String(chosenStep);
-    pick.addEventListener("change", () => { const v = Number(pick.value); this.#lens = v === n ? null : v; this.render(state); });
+    const chosenStep = this.step(n); // the page's step bar (0: the prompt's last position)
     const step = chosenStep ? state.steps[chosenStep - 1] : null;
     const sent = (step ? step.lens : state.prefill.lens) || [];
     // Large models send the lens for a few layers only; every layer comes on demand (detail what=lens).
@@ -101,9 +100,7 @@ class HeLayers extends HeElement {
     const top = (step ? step.logits?.top : state.prefill.logits?.top)?.[0] ?? null;
     const pieces = knownPieces(state);
     const controls = el("div", { class: "he-controls" });
-    const label = el("label", {}, "Prediction for ");
-    label.append(pick);
-    controls.append(label);
+    controls.append(el("span", { class: "he-step-label" }, chosenStep ? `Prediction for step ${chosenStep} of ${n} (the page's step)` : "Prediction for the prompt's last position (step 0)"));
     const layers = state.model?.layers ?? lens.length;
     if (!full && lens.length < layers) {
       const more = el("button", { type: "button", class: "secondary" }, `Read all ${layers} layers`);
@@ -121,14 +118,14 @@ class HeLayers extends HeElement {
     table.tHead.append(hr);
     for (const r of lens) {
       const tr = el("tr");
-      tr.append(el("th", { scope: "row" }, `layer ${r.layer}`));
+      tr.append(el("th", { scope: "row" }, `L${r.layer + 1}`)); // lens row i reads block i's output: "after layer i + 1"
       r.ids.forEach((id, i) => {
         const text = r.texts?.[i] ?? pieces.get(id);
         const p = r.probs[i];
         const hit = chosen && id === chosen.id;
         const td = el("td", {
           class: hit ? "hit" : "", style: `--p:${Math.max(0, Math.min(1, p)) * 100}%`,
-          title: `layer ${r.layer}, guess ${i + 1}: ${text != null ? JSON.stringify(text) : "(text not sent)"} id ${id}, probability ${fmt(p, 4)}${hit ? " — the token this step chose" : ""}`,
+          title: `after layer ${r.layer + 1} (L${r.layer + 1}), guess ${i + 1}: ${text != null ? JSON.stringify(text) : "(text not sent)"} id ${id}, probability ${fmt(p, 4)}${hit ? " — the token this step chose" : ""}`,
         });
         td.append(el("span", { class: "piece" }, text != null ? showPiece(text) : `#${id}`), el("span", { class: "prob" }, fmt(p, 2)));
         tr.append(td);
@@ -143,7 +140,7 @@ class HeLayers extends HeElement {
       `${lens.length} layers read through the final norm and output head. The last one's top guess is ` +
       `${lastText != null ? JSON.stringify(lastText) : `id ${last.ids[0]}`} at ${fmt(last.probs[0], 3)}` +
       (top ? `; the model's own top logit is ${JSON.stringify(top.text)} at ${fmt(top.prob, 3)}` : "") + ". " +
-      (chosen ? (firstHit ? `The chosen token ${JSON.stringify(chosen.text)} is first the top guess at layer ${firstHit.layer}.` : `The chosen token ${JSON.stringify(chosen.text)} is never the top lens guess.`) : "") +
+      (chosen ? (firstHit ? `The chosen token ${JSON.stringify(chosen.text)} is first the top guess after layer ${firstHit.layer + 1} (L${firstHit.layer + 1}).` : `The chosen token ${JSON.stringify(chosen.text)} is never the top lens guess.`) : "") +
       " Hover a cell for the probability.",
     )];
   }

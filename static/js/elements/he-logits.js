@@ -1,13 +1,12 @@
 // <he-logits>: the LM head's top candidates for one step, as raw logits with their probabilities.
 import { HeElement, el, caption, showPiece, fmt } from "../lib/base-element.js";
-import { StepPicker, mount, readout, hover, chip, pct, int } from "../lib/widgets.js";
+import { mount, readout, hover, chip, pct, int, forkRow } from "../lib/widgets.js";
 
 
 class HeLogits extends HeElement {
   render(rs) {
-    this.picker ??= new StepPicker(() => this.render(this.data));
-    const body = mount(this, this.picker.node);
-    const n = this.picker.pick(rs.steps.length);
+    const body = mount(this);
+    const n = this.step(rs.steps.length);
     const step = n ? rs.steps[n - 1] : null;
     const logits = step ? step.logits : rs.prefill?.logits;
     if (!logits) { delete this.dataset.topId; delete this.dataset.vocabSize; body.replaceChildren(caption("Waiting for the run: no logits yet.")); return; }
@@ -46,7 +45,7 @@ class HeLogits extends HeElement {
       el("span", { class: "heb-key heb-key-prob" }), " probability (softmax of the raw logits, before temperature and filters)");
     body.replaceChildren(
       el("p", { class: "heb-big" }, `one score for each of ${int(logits.vocab_size)} tokens`),
-      legend, chart, line,
+      legend, chart, line, ...(step ? [forkRow(this, step, top)] : []),
       caption(`${where}: the LM head produced ${int(logits.vocab_size)} logits, one for each token of the vocabulary. `
         + `The ${top.length} highest are shown, sorted by raw logit; together they hold ${pct(shownMass)} of the probability. `
         + (top.some((t) => t.id === chosen) ? `Outlined: the token this step chose (id ${chosen}).`

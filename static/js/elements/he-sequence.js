@@ -1,12 +1,11 @@
 // <he-sequence>: append and loop: the prompt tokens, then one token per step, each fed back in.
 import { HeElement, el, caption, showPiece } from "../lib/base-element.js";
-import { StepPicker, mount, readout, hover, chip, int } from "../lib/widgets.js";
+import { mount, readout, hover, chip, int } from "../lib/widgets.js";
 
 class HeSequence extends HeElement {
   render(rs) {
-    this.picker ??= new StepPicker(() => this.render(this.data));
-    const body = mount(this, this.picker.node);
-    const n = this.picker.pick(rs.steps.length);
+    const body = mount(this);
+    const n = this.step(rs.steps.length);
     const prompt = rs.prefill?.tokens;
     if (!prompt) { delete this.dataset.length; body.replaceChildren(caption("Waiting for the run: no prompt tokens yet.")); return; }
     const P = prompt.length;
@@ -27,13 +26,16 @@ class HeSequence extends HeElement {
       const pos = P + j;
       const newest = j === n - 1;
       const node = chip(s.token.text, s.token.id,
-        `heb-gen${s.token.special ? " heb-special" : ""}${newest ? " heb-newest" : ""}${pos === inputPos ? " heb-input" : ""}`);
+        `heb-gen${s.token.special ? " heb-special" : ""}${newest ? " heb-newest" : ""}${pos === inputPos ? " heb-input" : ""}${s.forced ? " heb-fork-mark" : ""}`);
       hover(node, `position ${pos} · chosen at step ${s.step} · id ${s.token.id} · ${showPiece(s.token.text)} · p = ${s.token.prob}`
         + `${s.forced ? " (forced by a fork)" : ""}${newest ? " · the newest token" : ""}`, line, false);
       seq.append(node);
     }
 
+    const forked = rs.steps.find((s) => s.forced);
+    if (forked) this.dataset.forkStep = String(forked.step); else delete this.dataset.forkStep;
     const parts = [seq, line];
+    if (forked) parts.push(el("p", { class: "heb-fork-note" }, `A branch: at step ${forked.step} (position ${P + forked.step - 1}, dashed) the token was chosen by a fork, not sampled; everything after it follows from that choice.`));
     if (step) parts.unshift(loop(step, n, rs));
     const stopped = n === rs.steps.length ? rs.done?.stop_reason ?? step?.stop_reason : null;
     parts.push(caption(step

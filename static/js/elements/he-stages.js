@@ -2,7 +2,7 @@
 // with a temperature slider that asks the server to re-apply the stages to this step's kept logits.
 import { HeElement, el, caption, showPiece, fmt } from "../lib/base-element.js";
 import { requestFromServer } from "../run-state.js";
-import { StepPicker, mount, readout, hover, chip, textsOf, linkIds, pct, int } from "../lib/widgets.js";
+import { mount, readout, hover, chip, textsOf, linkIds, pct, int } from "../lib/widgets.js";
 
 const WHAT = {
   repetition_penalty: "divides positive logits of tokens already in the sequence",
@@ -22,7 +22,6 @@ class HeStages extends HeElement {
   }
 
   #controls() {
-    this.picker = new StepPicker(() => this.render(this.data));
     this.slider = el("input", { type: "range", min: "0", max: "2", step: "0.05", value: "1", "aria-label": "temperature" });
     this.tOut = el("output", { class: "heb-picker-out" });
     this.reset = el("button", { type: "button", class: "heb-picker-latest" }, "this run's temperature");
@@ -43,10 +42,10 @@ class HeStages extends HeElement {
   }
 
   render(rs) {
-    const tempBox = this.picker ? null : this.#controls();
-    const body = mount(this, this.picker.node, tempBox);
+    const tempBox = this.slider ? null : this.#controls();
+    const body = mount(this, tempBox);
     if (this.session !== rs.session) { this.session = rs.session; this.whatIf = null; }
-    const n = this.picker.pick(rs.steps.length);
+    const n = this.step(rs.steps.length);
     const step = n ? rs.steps[n - 1] : null;
     this.shownStep = n;
     const runT = rs.session?.params?.temperature ?? 1;

@@ -73,8 +73,10 @@ class HeTemplate extends HeElement {
     scroll.append(out);
     this.replaceChildren(head, legend, scroll, caption(
       `Measured on this run: ${messages} span${messages === 1 ? "" : "s"} became one string of ${maps.chars} characters; ` +
-      `${maps.chars - insideChars} of them were added by the template. ` +
-      (specials.length ? `${specials.length} special token${specials.length === 1 ? "" : "s"} (${names.join(", ")}) mark roles and turn ends.`
+      // Spans can include the role markers, so "outside the spans" alone undercounts what the template added.
+      `${maps.chars - insideChars} of them lie outside the messages' spans. ` +
+      (specials.length ? `The template added ${specials.length} special token${specials.length === 1 ? "" : "s"} (${names.join(", ")}, `
+        + `${specials.reduce((n, s) => n + (s.end - s.start), 0)} characters) that mark roles and turn ends; you typed none of them.`
         : "No special tokens in this prompt."),
     ));
   }

@@ -1,32 +1,82 @@
 // The base of every diagram: data comes in through a property, rendering happens only on screen.
 // Model text is untrusted: elements build DOM with textContent, never innerHTML with model data.
 
+/**
+ * The page's one "current step", shared by every diagram (the scrubber in article.js moves it).
+ * `selected` null: follow the latest step. Diagrams read it through `HeElement.step(count)`.
+ */
+class PageStep extends EventTarget {
+  selected = null;
+
+  /** The 1-based step to show out of `count` (0: the prefill only). */
+  at(count) { return this.selected == null ? count : Math.max(0, Math.min(this.selected, count)); }
+
+  set(step) {
+    const value = step == null ? null : Math.max(0, Math.trunc(Number(step)) || 0);
+    if (value === this.selected) return;
+    this.selected = value;
+    this.dispatchEvent(new Event("change"));
+  }
+}
+
+export const pageStep = globalThis.hePageStep ??= new PageStep();
+
 export class HeElement extends HTMLElement {
   #data = null;
   #visible = false;
   #dirty = false;
+  #frame = 0;
   #observer = null;
+  #onStep = () => this.#invalidate();
 
   /** The run's state for this diagram (set by the article or an embed). */
   get data() { return this.#data; }
   set data(value) {
     this.#data = value;
-    this.#dirty = true;
-    if (this.#visible) this.#renderNow();
+    this.#invalidate();
+  }
+
+  // `step="3"` pins one diagram to a step (an author's embed); without it the diagram follows the page's step bar.
+  static get observedAttributes() { return ["step"]; }
+  attributeChangedCallback() { this.#invalidate(); }
+
+  /** The step this diagram shows out of `count` (its `step` attribute, else the page's); recorded as data-step. */
+  step(count) {
+    const own = this.getAttribute("step");
+    const n = own != null && own !== "" && Number.isFinite(Number(own)) ? Math.max(0, Math.min(Math.trunc(Number(own)), count))
+      : pageStep.at(count);
+    this.dataset.step = String(n);
+    return n;
   }
 
   connectedCallback() {
     if (!this.#observer) {
       this.#observer = new IntersectionObserver((entries) => {
         this.#visible = entries.some((e) => e.isIntersecting);
-        if (this.#visible && this.#dirty) this.#renderNow();
+        if (this.#visible && this.#dirty) this.#schedule();
       }, { rootMargin: "200px" });
     }
     this.#observer.observe(this);
+    pageStep.addEventListener("change", this.#onStep);
   }
 
   // Off the page it is not visible: new data waits (dirty) instead of rendering a detached element.
-  disconnectedCallback() { this.#observer?.disconnect(); this.#visible = false; }
+  disconnectedCallback() {
+    this.#observer?.disconnect();
+    this.#visible = false;
+    pageStep.removeEventListener("change", this.#onStep);
+  }
+
+  #invalidate() {
+    this.#dirty = true;
+    if (this.#visible) this.#schedule();
+  }
+
+  /** At most one render per animation frame, however many messages or scrubs came in between. */
+  #schedule() {
+    if (this.#frame) return;
+    this.#frame = requestAnimationFrame(() => { this.#frame = 0; if (this.#dirty) this.#renderNow(); });
+  }
 
   #renderNow() {
     this.#dirty = false;
@@ -37,6 +87,11 @@ export class HeElement extends HTMLElement {
 
   /** Subclasses draw `data` into themselves. */
   render(_data) {}
+}
+
+/** Define a custom element once (a second import or an embed page must not throw). */
+export function define(name, cls) {
+  if (!customElements.get(name)) customElements.define(name, cls);
 }
 
 /** Create an element with attributes and text (text is always set as textContent). */

@@ -1,4 +1,4 @@
-// Small helpers the step diagrams share: step picker, hover readout, token chips, number formats.
+// Small helpers the step diagrams share: hover readout, token chips, number formats.
 import { el, showPiece } from "./base-element.js";
 
 /** A probability as a percentage, with more digits for small ones. */
@@ -53,35 +53,6 @@ export function linkIds(root) {
   });
 }
 
-/** A small step picker: a range over 1 … steps, following the latest step unless moved back. */
-export class StepPicker {
-  constructor(onChange) {
-    this.selected = null; // null: follow the latest step
-    this.range = el("input", { type: "range", min: "1", max: "1", step: "1", value: "1", "aria-label": "step to show" });
-    this.out = el("output", { class: "heb-picker-out" });
-    this.latest = el("button", { type: "button", class: "heb-picker-latest" }, "latest");
-    this.node = el("div", { class: "heb-picker" });
-    this.node.append(el("span", { class: "heb-picker-label" }, "Step"), this.range, this.out, this.latest);
-    this.range.addEventListener("input", () => {
-      const v = Number(this.range.value);
-      this.selected = v >= Number(this.range.max) ? null : v;
-      onChange();
-    });
-    this.latest.addEventListener("click", () => { this.selected = null; onChange(); });
-  }
-
-  /** The 1-based step to show out of `count` (0 when there is none yet). */
-  pick(count) {
-    const n = this.selected == null ? count : Math.min(this.selected, count);
-    this.range.max = String(Math.max(count, 1));
-    this.range.value = String(Math.max(n, 1));
-    this.range.disabled = count <= 1;
-    this.out.textContent = count ? `${n} of ${count}${n === count ? " (latest)" : ""}` : "prefill only";
-    this.latest.hidden = n === count;
-    return n;
-  }
-}
-
 /** Mount persistent controls above a body that each render replaces; returns the body. */
 export function mount(host, ...controls) {
   if (!host.hebBody) {
@@ -89,4 +60,26 @@ export function mount(host, ...controls) {
     host.replaceChildren(...controls, host.hebBody);
   }
   return host.hebBody;
+}
+
+/**
+ * "Continue from here with this token": one button per candidate (not the one the step chose). A click asks
+ * the page to `fork` the run at `step` with that token (docs/protocol.md); a recording answers with a note.
+ */
+export function forkRow(host, step, candidates) {
+  const row = el("div", { class: "heb-forks", role: "group", "aria-label": `Fork step ${step.step}: continue with another token` });
+  row.append(el("span", { class: "heb-forks-label" }, `Continue from step ${step.step} with:`));
+  const seen = new Set([step.token.id]);
+  for (const c of candidates) {
+    if (seen.has(c.id) || c.text == null) continue;
+    seen.add(c.id);
+    const button = el("button", { type: "button", class: "heb-fork", "data-token-id": c.id,
+      title: `continue from step ${step.step} with ${showPiece(c.text)} (id ${c.id}) instead of ${showPiece(step.token.text)}` });
+    button.append(chip(c.text, c.id));
+    button.addEventListener("click", () => host.dispatchEvent(new CustomEvent("he-request", {
+      bubbles: true, composed: true, detail: { type: "fork", step: step.step, token_id: c.id, continue: true } })));
+    row.append(button);
+    if (seen.size > 6) break;
+  }
+  return row;
 }
