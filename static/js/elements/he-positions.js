@@ -67,7 +67,7 @@ class HePositions extends HeElement {
       });
       grid.append(r);
     }
-    const scroll = el("div", { class: "he-scroll tall" });
+    const scroll = el("div", { class: "he-scroll tall", tabindex: "0", role: "region", "aria-label": "rotation angles (scrollable)" });
     scroll.append(grid);
     const fast = step[0], slow = step[nf - 1];
     this.replaceChildren(head, scroll, caption(
