@@ -11,7 +11,7 @@ EXPLAINER_MODEL ?= smollm2-135m-instruct
 DAPHNE_LIMITS ?= --websocket-max-message-size 131072 --websocket-max-frame-size 131072 --application-close-timeout 10
 
 WORKERS ?= 2
-.PHONY: venv run test workshop
+.PHONY: venv run test workshop npm
 
 venv: $(VENV)/.installed
 
@@ -33,6 +33,13 @@ run: venv
 workshop: venv
 	$(VENV)/bin/python manage.py workshop --port $(PORT) --workers $(WORKERS)
 
+# axe-core for the accessibility browser test (package.json); the stamp means later runs need no network.
+npm: node_modules/.installed
+
+node_modules/.installed: package.json package-lock.json
+	npm ci --no-audit --no-fund
+	touch $@
+
 # pytest exits 5 when it collects nothing; make passes that on as a failure.
-test: venv
+test: venv npm
 	$(VENV)/bin/python -m pytest $(PYTEST_ARGS)

@@ -32,7 +32,7 @@ def test_first_paint_draws_the_example_without_the_server(page, site_url):
     run = example(0)
     steps, n = run["steps"], len(run["steps"])
     page.goto(site_url + "/")
-    expect(page.locator("#example-note")).to_contain_text("recorded example run of bundled")
+    expect(page.locator("#example-note")).to_contain_text(f"recorded example run of {run['session']['model']['name']}")
     expect(page.locator("#example-note")).to_contain_text("press Play to run it live")
     expect(page.locator("#replay-readout")).to_have_text(f"step 1 of {n}")  # the first generated token, not the end
     shows(page, "he-template", "data-text-length", len(run["prefill"]["template"]["text"]))

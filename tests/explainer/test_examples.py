@@ -1,10 +1,13 @@
-"""The example runs shipped in static/examples/: valid current recordings of the bundled model, reproducible."""
+"""The example runs shipped in static/examples/: valid current recordings of SmolLM2-135M-Instruct, reproducible,
+each with a gzipped sibling that WhiteNoise serves with Content-Encoding."""
+import gzip
 import json
 from pathlib import Path
 
 import pytest
 
-from explainer.management.commands.record_examples import EXAMPLES, MAX_FILE_BYTES, MODEL_SPEC, load_bundled, record
+from explainer.management.commands.record_examples import (EXAMPLES, MAX_FILE_BYTES, MAX_WIRE_BYTES, MODEL_SPEC,
+                                                          load_example_model, record)
 from explainer.services import recordings
 from inference.payload import SCHEMA_VERSION
 
@@ -27,7 +30,7 @@ def test_index_lists_every_example_with_the_default_prompt_first():
 
 @pytest.mark.django_db
 @pytest.mark.parametrize("entry", INDEX, ids=[e["id"] for e in INDEX])
-def test_example_is_a_current_recording_of_the_bundled_model(entry):
+def test_example_is_a_current_recording_of_smollm2(entry):
     raw = (FOLDER / entry["file"]).read_bytes()
     assert len(raw) <= MAX_FILE_BYTES
     data = recordings.parse_body(raw)
@@ -37,8 +40,16 @@ def test_example_is_a_current_recording_of_the_bundled_model(entry):
     assert data["model_spec"] == MODEL_SPEC
     session = data["payloads"][0]
     assert session["model"]["spec"] == MODEL_SPEC and session["model"]["dtype"] == "float32"
+    assert session["model"]["layers"] == 30  # the real SmolLM2-135M, not a stand-in
     assert session["params"]["seed"] == data["seed"]
     assert data["messages"][-1]["content"] == entry["prompt"]
+
+
+@pytest.mark.parametrize("name", [e["file"] for e in INDEX] + ["index.json"])
+def test_gzipped_sibling_holds_the_same_bytes(name):
+    packed = (FOLDER / f"{name}.gz").read_bytes()
+    assert gzip.decompress(packed) == (FOLDER / name).read_bytes()
+    assert len(packed) <= MAX_WIRE_BYTES
 
 
 @pytest.mark.parametrize("entry", INDEX, ids=[e["id"] for e in INDEX])
@@ -62,7 +73,7 @@ def token_trail(payloads: list[dict]) -> dict:
 
 def test_recording_the_first_example_again_gives_the_same_tokens():
     example = EXAMPLES[0]
-    again = record(load_bundled(), example["messages"], example["params"])
+    again = record(load_example_model(), example["messages"], example["params"])
     saved = shipped(INDEX[0])
     assert (again["messages"], again["params"], again["seed"]) == (saved["messages"], saved["params"], saved["seed"])
     assert token_trail(again["payloads"]) == token_trail(saved["payloads"])

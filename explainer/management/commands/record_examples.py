@@ -1,11 +1,13 @@
-"""Record the article's example runs on the bundled model into static/examples/ (the page's first paint).
+"""Record the article's example runs on SmolLM2-135M-Instruct into static/examples/ (the page's first paint).
 
 Each example is run exactly as a live socket run sends it (explainer/services/sessions.py): session, prefill, the
 causal-mask check, every step, done and the after-run checks, and written in the recording format of
-explainer/services/recordings.py, plus an index.json the page's examples picker lists.
+explainer/services/recordings.py, plus an index.json the page's examples picker lists. Each file gets a .gz
+sibling, which WhiteNoise serves with Content-Encoding, so the first paint stays under 400 KB on the wire.
 """
 from __future__ import annotations
 
+import gzip
 import json
 from pathlib import Path
 
@@ -21,30 +23,40 @@ from inference.prompting import build_prompt, validate_messages
 from inference.sampling import SamplingParams
 from inference.views import done_view, session_view
 
-MODEL_SPEC = "bundled"
+MODEL_SPEC = "smollm2-135m-instruct"  # the model `make run` serves: the first paint shows a real model's run
 MAX_FILE_BYTES = 1_500_000  # the page fetches the first example before anything else: keep it light
+MAX_WIRE_BYTES = 400_000  # gzipped; the first example is held to the first paint's 400 KB in tests/browser
 # The article's form defaults (templates/index.html): the first example is what Play would run unchanged.
 PAGE_PARAMS = {"temperature": 0.7, "top_k": 0, "top_p": 1.0, "min_p": 0.0, "repetition_penalty": 1.0,
                "presence_penalty": 0.0, "frequency_penalty": 0.0, "max_new_tokens": 64, "seed": 0}
+# Each SmolLM2 step sends 30 layers × 9 heads of attention (~50 KB, ~26 KB gzipped): the first example, which the
+# first paint loads, stays short; the others load only when picked.
+FIRST_PAINT_NEW_TOKENS = 4
+EXAMPLE_NEW_TOKENS = 8
 EXAMPLES = [
     {"id": "biopsy", "title": "The article's prompt (temperature 0.7, seed 0)",
      "messages": [{"role": "user", "content": "The mole on my face may need a biopsy. Explain this simply."}],
-     "params": PAGE_PARAMS},
+     "params": {**PAGE_PARAMS, "max_new_tokens": FIRST_PAINT_NEW_TOKENS}},
     {"id": "greedy", "title": "Greedy decoding (temperature 0): always the top token",
      "messages": [{"role": "user", "content": "The rash on my arm may need a skin test. Explain this simply."}],
-     "params": {**PAGE_PARAMS, "temperature": 0.0}},
+     "params": {**PAGE_PARAMS, "temperature": 0.0, "max_new_tokens": EXAMPLE_NEW_TOKENS}},
     {"id": "hot", "title": "A hot sampler (temperature 1.5): the long tail gets picked",
      "messages": [{"role": "user", "content": "What does mole mean?"}],
-     "params": {**PAGE_PARAMS, "temperature": 1.5}},
+     "params": {**PAGE_PARAMS, "temperature": 1.5, "max_new_tokens": EXAMPLE_NEW_TOKENS}},
 ]
 
 
+def load_example_model(spec: str = MODEL_SPEC) -> LoadedModel:
+    """The examples' model on the CPU in float32, where a seeded run is reproducible."""
+    return load_model(spec, device="cpu")
+
+
 def load_bundled() -> LoadedModel:
-    """The bundled model on the CPU in float32, where a seeded run is reproducible."""
-    return load_model(MODEL_SPEC, device="cpu")
+    """The bundled model (tests record short runs on it)."""
+    return load_example_model("bundled")
 
 
-def record(loaded: LoadedModel, messages: list[dict], params: dict) -> dict:
+def record(loaded: LoadedModel, messages: list[dict], params: dict, model_spec: str = MODEL_SPEC) -> dict:
     """One run with every payload a live run sends, as a recording (the body POST /api/runs takes)."""
     sampling = SamplingParams.from_dict(params, max_new_tokens_cap=settings.EXPLAINER_MAX_NEW_TOKENS)
     prompt = build_prompt(loaded.tokenizer, messages=validate_messages(messages))
@@ -61,15 +73,23 @@ def record(loaded: LoadedModel, messages: list[dict], params: dict) -> dict:
         session.close()
     payloads = json.loads(json.dumps(payloads))  # exactly what a browser would have received
     return {"schema_version": SCHEMA_VERSION, "messages": messages, "params": params, "seed": sampling.seed,
-            "model_spec": MODEL_SPEC, "payloads": payloads}
+            "model_spec": model_spec, "payloads": payloads}
 
 
 def compact(data) -> bytes:
     return json.dumps(data, separators=(",", ":"), ensure_ascii=False).encode()
 
 
+def write_compressed(path: Path, body: bytes) -> int:
+    """Write ``path`` and a .gz sibling (WhiteNoise sends it to browsers that accept gzip); the .gz size."""
+    path.write_bytes(body)
+    small = gzip.compress(body, compresslevel=9, mtime=0)
+    Path(f"{path}.gz").write_bytes(small)
+    return len(small)
+
+
 class Command(BaseCommand):
-    help = "Record the article's example runs on the bundled model into static/examples/."
+    help = "Record the article's example runs on SmolLM2-135M-Instruct into static/examples/."
 
     def add_arguments(self, parser):
         parser.add_argument("--out", type=Path, default=Path(settings.BASE_DIR) / "static" / "examples",
@@ -77,7 +97,7 @@ class Command(BaseCommand):
 
     def handle(self, *args, out: Path, **options):
         out.mkdir(parents=True, exist_ok=True)
-        loaded = load_bundled()
+        loaded = load_example_model()
         index = []
         for example in EXAMPLES:
             recording = {"id": example["id"], "title": example["title"],
@@ -87,10 +107,13 @@ class Command(BaseCommand):
                 raise CommandError(f"example {example['id']!r} is {len(body):,} bytes (limit {MAX_FILE_BYTES:,}): "
                                    "lower its max_new_tokens")
             name = f"{example['id']}.json"
-            (out / name).write_bytes(body)
+            wire = write_compressed(out / name, body)
+            if wire > MAX_WIRE_BYTES:
+                raise CommandError(f"example {example['id']!r} is {wire:,} bytes compressed (limit {MAX_WIRE_BYTES:,}): "
+                                   "lower its max_new_tokens")
             index.append({"id": example["id"], "title": example["title"],
                           "prompt": example["messages"][-1]["content"], "file": name})
             steps = sum(p["type"] == "step" for p in recording["payloads"])
-            self.stdout.write(f"{name}: {steps} steps, {len(body):,} bytes")
-        (out / "index.json").write_bytes(compact(index))
+            self.stdout.write(f"{name}: {steps} steps, {len(body):,} bytes ({wire:,} gzipped)")
+        write_compressed(out / "index.json", compact(index))
         self.stdout.write(f"index.json: {len(index)} examples in {out}")

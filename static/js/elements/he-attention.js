@@ -4,7 +4,7 @@
 import { HeElement, el, caption, showPiece, heat, fmt } from "../lib/base-element.js";
 import { unpack, at } from "../lib/packed.js";
 import { detailKey, requestFromServer } from "../run-state.js";
-import { matrix, scroller, positionTexts } from "../lib/grid.js";
+import { matrix, scroller, positionTexts, heatLegend } from "../lib/grid.js";
 
 const cache = new WeakMap();
 const decode = (p) => { if (!p) return null; if (!cache.has(p)) cache.set(p, unpack(p)); return cache.get(p); };
@@ -114,7 +114,7 @@ class HeAttention extends HeElement {
     });
     const last = Array.from({ length: cols.length }, (_, c) => weight(rows.length - 1, c));
     const best = last.indexOf(Math.max(...last));
-    ui.prefill.replaceChildren(scroller(grid), caption(
+    ui.prefill.replaceChildren(heatLegend(heat, max, "attention weight"), scroller(grid), caption(
       `Measured on this run: layer ${L + 1}, head ${H} over the ${P}-token prompt (${note}). ` +
       `The last ${blockMode ? "block" : "position"} puts its largest weight, ${fmt(last[best], 3)}, on ${blockMode ? "block" : "key"} ${colTok(best)}. ` +
       `Colour scaled to the largest weight here, ${fmt(max, 3)}; hover a cell for its weight.`,
@@ -150,7 +150,7 @@ class HeAttention extends HeElement {
         title: `step ${k}, layer ${L + 1}, ${rowNames[r]}: query ${query} → key ${key(c)}: weight ${fmt(value(r, c), 4)}`,
       }),
     });
-    const parts = [scroller(grid)];
+    const parts = [heatLegend(heat, max, "attention weight"), scroller(grid)];
     if (!heads) parts.push(this.#topList(A, L, texts));
     const meanRow = Array.from({ length: K }, (_, c) => at(mean, L, c));
     const sum = meanRow.reduce((a, b) => a + b, 0);

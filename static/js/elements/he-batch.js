@@ -49,7 +49,7 @@ class HeBatch extends MeasuredElement {
       body.append(tr);
     }
     table.append(thead, body);
-    const scroll = el("div", { class: "heb-scroll" });
+    const scroll = el("div", { class: "heb-scroll", tabindex: "0", role: "region", "aria-label": "the batch (scrollable)" });
     scroll.append(table);
 
     const worst = Math.max(...runs.map((r) => r.max_abs_logit_diff));

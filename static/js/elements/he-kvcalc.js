@@ -80,7 +80,7 @@ class HeKvcalc extends HeElement {
       body.append(tr);
     }
     table.append(body);
-    const scroll = el("div", { class: "heb-scroll hes-wide" });
+    const scroll = el("div", { class: "heb-scroll hes-wide", tabindex: "0", role: "region", "aria-label": "KV cache sizes (scrollable)" });
     scroll.append(table);
 
     const parts = [el("p", { class: "hes-scroll-hint" }, "Scroll the table sideways for every column."), scroll, el("p", { class: "heb-col-sub" }, `Formula: ${data.formula}, in ${data.dtype} (${DTYPE_BYTES[data.dtype] ?? "?"} bytes per element). Greyed totals exceed the model's context window.`)];

@@ -52,7 +52,8 @@ class HeLayers extends HeElement {
       rowTitle: (r) => depthName(r), colTitle: (c) => `${name(c)}: click to chart`,
       cell: (r, c) => ({
         cls: c === sel ? "selected" : "",
-        background: heat(colMax[c] ? cols[c].values[r] / colMax[c] : 0),
+        // Log scale: the input's norm is a hundredth of the last layer's, and would be blank on a linear one.
+        background: heat(colMax[c] ? Math.log1p(Math.max(0, cols[c].values[r])) / Math.log1p(colMax[c]) : 0),
         title: `${name(c)}, ${depthName(r)}: norm ${fmt(cols[c].values[r], 3)}`,
       }),
       onCell: (_r, c) => { this.#col = c; this.#colAt = k; this.render(state); },
@@ -61,13 +62,13 @@ class HeLayers extends HeElement {
     const grew = v[0] ? v[v.length - 1] / v[0] : NaN;
     return [scroller(grid), this.#chart(v, name(sel)), caption(
       `Measured on this run: the L2 norm of the residual stream at ${cols.length} positions (${P} prompt, ${cols.length - P} generated), ` +
-      `from the input through ${depth - 1} layers. Each column is coloured relative to its own largest norm. ` +
+      `from the input through ${depth - 1} layers. Each column is coloured relative to its own largest norm, on a log scale (so the small input norms still show). ` +
       `Chart: ${name(sel)}, from ${fmt(v[0], 3)} to ${fmt(v[v.length - 1], 3)} (×${fmt(grew, 1)}). Click a column to chart it; hover for values.`,
     )];
   }
 
   #chart(values, label) {
-    const W = 320, H = 120, pad = 26;
+    const W = 320, H = 120, pad = 44; // room for a label like "102.9" and the axis title
     const max = Math.max(...values.filter(Number.isFinite)) || 1;
     const x = (i) => pad + ((W - pad - 8) * i) / Math.max(1, values.length - 1);
     const y = (v) => H - 18 - ((H - 30) * v) / max;
@@ -76,6 +77,8 @@ class HeLayers extends HeElement {
       svg("line", { x1: pad, y1: 10, x2: pad, y2: H - 18, class: "axis" }),
       svg("text", { x: pad - 4, y: 14, "text-anchor": "end", class: "tick" }, fmt(max, 1)),
       svg("text", { x: pad - 4, y: H - 18, "text-anchor": "end", class: "tick" }, "0"),
+      svg("text", { x: 9, y: (H - 8) / 2, "text-anchor": "middle", class: "tick axis-title", transform: `rotate(-90 9 ${(H - 8) / 2})` }, "norm"),
+      svg("text", { x: (W + pad) / 2, y: H - 4, "text-anchor": "middle", class: "tick axis-title" }, "depth"),
       svg("text", { x: pad, y: H - 4, class: "tick" }, "input"),
       svg("text", { x: W - 8, y: H - 4, "text-anchor": "end", class: "tick" }, `layer ${values.length - 1}`),
       svg("polyline", { points: values.map((v, i) => `${x(i).toFixed(1)},${y(v).toFixed(1)}`).join(" "), class: "line" }));

@@ -48,9 +48,9 @@ class HePositions extends HeElement {
 
     const grid = el("div", { class: "he-clocks", style: `--n:${nf}`, role: "table", "aria-label": "Rotation angle per position and frequency pair" });
     const hr = el("div", { class: "he-clock-row he-row-head", role: "row" });
-    hr.append(el("span", { class: "label", role: "columnheader" }, "pos · token"));
+    hr.append(el("span", { class: "label", role: "columnheader" }, "pos · token │ pair →"));
     rot.freq_index.forEach((f, j) => {
-      hr.append(el("span", { class: "col", role: "columnheader", title: `pair ${f}: ${Number.isFinite(step[j]) ? `${fmt(step[j], 4)} rad per position` : "one position only"}` }, `pair ${f}`));
+      hr.append(el("span", { class: "col", role: "columnheader", title: `pair ${f}: ${Number.isFinite(step[j]) ? `${fmt(step[j], 4)} rad per position` : "one position only"}`, "aria-label": `pair ${f}` }, String(f)));
     });
     grid.append(hr);
     for (let p = 0; p < count; p++) {
@@ -67,7 +67,7 @@ class HePositions extends HeElement {
       });
       grid.append(r);
     }
-    const scroll = el("div", { class: "he-scroll tall" });
+    const scroll = el("div", { class: "he-scroll tall", tabindex: "0", role: "region", "aria-label": "rotation angles (scrollable)" });
     scroll.append(grid);
     const fast = step[0], slow = step[nf - 1];
     this.replaceChildren(head, scroll, caption(

@@ -55,7 +55,7 @@ class HeSpeculative extends MeasuredElement {
       item.append(chips);
       list.append(item);
     });
-    const scroll = el("div", { class: "heb-scroll" });
+    const scroll = el("div", { class: "heb-scroll", tabindex: "0", role: "region", "aria-label": "speculative decoding passes (scrollable)" });
     scroll.append(list);
 
     const n = data.tokens.length;

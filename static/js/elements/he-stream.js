@@ -50,7 +50,7 @@ class HeStream extends HeElement {
       tb.append(r);
     }
     t.append(thead, tb);
-    const scroll = el("div", { class: "heb-scroll heb-tall" });
+    const scroll = el("div", { class: "heb-scroll heb-tall", tabindex: "0", role: "region", "aria-label": "the stream, step by step (scrollable)" });
     scroll.append(t);
 
     const text = el("div", { class: "heb-reply", "aria-label": "the whole reply" });

@@ -69,7 +69,7 @@ class HeTemplate extends HeElement {
     const head = el("p", { class: "he-head" });
     head.append("Template source: ", el("code", {}, source));
 
-    const scroll = el("div", { class: "he-scroll" });
+    const scroll = el("div", { class: "he-scroll", tabindex: "0", role: "region", "aria-label": "the templated prompt (scrollable)" });
     scroll.append(out);
     this.replaceChildren(head, legend, scroll, caption(
       `Measured on this run: ${messages} span${messages === 1 ? "" : "s"} became one string of ${maps.chars} characters; ` +

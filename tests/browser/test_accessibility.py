@@ -1,0 +1,125 @@
+"""axe-core (WCAG 2.2 AA) finds nothing on the article after a run, on a saved run and on the embeds page;
+heatmaps answer the keyboard; focus stays visible and clear of the sticky bar."""
+import json
+import re
+from pathlib import Path
+
+import pytest
+from playwright.sync_api import expect
+
+from tests.browser.test_article import collect_frames, run_prompt
+from tests.browser.test_replay import record
+from tests.conftest import require
+
+AXE = Path(__file__).resolve().parents[2] / "node_modules" / "axe-core" / "axe.min.js"
+TAGS = ["wcag2a", "wcag2aa", "wcag21a", "wcag21aa", "wcag22aa"]
+
+
+@pytest.fixture
+def axe_page(browser, request):
+    """A page whose context may add axe's script tag despite the site's CSP (the site itself never relaxes it)."""
+    require(AXE.is_file(), "axe-core from npm (package.json)", "make npm")
+    context = browser.new_context(viewport={"width": 1280, "height": 900}, bypass_csp=True)
+    page = context.new_page()
+    page.errors = []
+    page.on("pageerror", lambda exc: page.errors.append(str(exc)))
+    page.on("console", lambda msg: msg.type == "error" and page.errors.append(msg.text))
+    yield page
+    context.close()
+
+
+def scroll_through(page) -> None:
+    """Scroll to the bottom a screen at a time, so every diagram (they render when seen) and lazy iframe draws."""
+    height = page.evaluate("document.documentElement.scrollHeight")
+    for y in range(0, height + 900, 700):
+        page.mouse.wheel(0, 700)
+        page.wait_for_timeout(60)
+    page.wait_for_timeout(500)
+
+
+def violations(page) -> list[dict]:
+    """axe-core's violations for the page and each frame it embeds, tagged WCAG 2.0–2.2 A/AA."""
+    source = AXE.read_text()
+    found = []
+    for frame in page.frames:  # each document on its own: a frame without axe would stall axe's frame messaging
+        if frame.url.startswith("about:"):
+            continue
+        frame.add_script_tag(content=source)
+        result = frame.evaluate("tags => axe.run(document, {iframes: false, runOnly: {type: 'tag', values: tags}})", TAGS)
+        found += [{**v, "frame": frame.url} for v in result["violations"]]
+    return [{"id": v["id"], "frame": v["frame"], "impact": v["impact"], "count": len(v["nodes"]),
+             "where": [n["target"] for n in v["nodes"][:5]],
+             "why": sorted({n["failureSummary"].splitlines()[1].strip()[:200] for n in v["nodes"]})[:12]}
+            for v in found]
+
+
+def assert_clean(page) -> None:
+    found = violations(page)
+    assert not found, "axe-core found:\n" + json.dumps(found, indent=1)
+
+
+def test_article_after_a_finished_run_has_no_axe_violations(axe_page, site_url):
+    frames = collect_frames(axe_page)
+    run_prompt(axe_page, site_url, frames)
+    scroll_through(axe_page)
+    assert_clean(axe_page)
+    assert not axe_page.errors, axe_page.errors
+
+
+def test_saved_run_has_no_axe_violations(axe_page, site_url):
+    url, _ = record(site_url)
+    axe_page.goto(site_url + url)
+    expect(axe_page.locator("he-stop")).to_be_attached()
+    scroll_through(axe_page)
+    assert_clean(axe_page)
+    assert not axe_page.errors, axe_page.errors
+
+
+def test_embeds_page_has_no_axe_violations(axe_page, site_url):
+    axe_page.goto(site_url + "/embed/")
+    scroll_through(axe_page)
+    assert_clean(axe_page)
+    assert not axe_page.errors, axe_page.errors
+
+
+def test_heatmap_is_one_tab_stop_with_a_cursor_value_beside_it_and_a_table(page, site_url):
+    page.goto(site_url + "/")
+    mask = page.locator("he-attention")  # the attention heatmaps (the mask draws bars past 32 tokens)
+    mask.scroll_into_view_if_needed()
+    expect(mask).to_have_attribute("data-rendered", re.compile(r"\d+"), timeout=15_000)
+    grid = mask.locator(".he-matrix").first
+    expect(grid).to_be_visible()
+    assert grid.locator('[tabindex="0"]').count() == 1  # one tab stop per heatmap
+    first = grid.locator(".he-cell").first
+    first.click()
+    expect(first).to_be_focused()
+    page.keyboard.press("ArrowRight")
+    second = grid.locator('.he-cell[data-r="0"][data-c="1"]')
+    expect(second).to_be_focused()
+    assert grid.locator('[tabindex="0"]').count() == 1  # the stop moved with the cursor (roving tabindex)
+    title = second.get_attribute("title")
+    tip = mask.locator(".he-tip").first
+    expect(tip).to_be_visible()
+    expect(tip).to_have_text(title)
+    expect(mask.locator(".he-grid-readout[aria-live]").first).to_have_text(title)  # announced
+    cell, box = second.bounding_box(), tip.bounding_box()
+    assert abs(box["y"] - cell["y"]) < 4 and abs(box["x"] - (cell["x"] + cell["width"])) < 12  # next to the cell
+    page.keyboard.press("End")
+    last_col = grid.locator('.he-cell[data-r="0"]').count() - 1
+    expect(grid.locator(f'.he-cell[data-r="0"][data-c="{last_col}"]')).to_be_focused()
+    mask.locator(".he-table-alt summary").first.click()
+    table = mask.locator(".he-table-alt table").first
+    expect(table).to_be_visible()
+    assert table.locator("tr").count() == grid.locator(".he-matrix-row").count()
+    assert title in table.inner_text()
+    assert not page.errors, page.errors
+
+
+def test_attention_has_a_colour_legend(page, site_url):
+    page.goto(site_url + "/")
+    attention = page.locator("he-attention")
+    attention.scroll_into_view_if_needed()
+    legend = attention.locator(".he-heat-legend").first
+    expect(legend).to_be_visible(timeout=15_000)
+    expect(legend).to_contain_text("attention weight")
+    assert legend.locator(".he-heat-swatch").count() == 5
