@@ -9,7 +9,7 @@ from explainer import embeds, host, views
 urlpatterns = [
     path("", views.index, name="index"),
     # Browsers ask for /favicon.ico on pages without an icon link (a 404 is a console error).
-    path("favicon.ico", RedirectView.as_view(url=settings.STATIC_URL + "favicon.svg", permanent=True)),
+    path("favicon.ico", RedirectView.as_view(url=settings.STATIC_URL + "favicon.svg", permanent=True), name="favicon"),
     path("healthz", views.healthz, name="healthz"),
     path("api/model", views.model_progress, name="model_progress"),
     path("api/runs", views.create_run, name="create_run"),
