@@ -192,6 +192,7 @@ def start_server(args, most: int, workdir: Path) -> tuple[subprocess.Popen, str]
            "REDIS_URL": "", "EXPLAINER_HOST_PASSWORD": "",  # one plain process: no workers, no workshop pins
            # Room for the previous batch's sockets, which may still be closing when the next batch connects.
            "EXPLAINER_MAX_SESSIONS": str(most), "EXPLAINER_MAX_CONNECTIONS_PER_IP": str(2 * most + 8),
+           "EXPLAINER_MAX_RUNS_PER_ADDRESS": "0",  # every simulated visitor comes from 127.0.0.1
            "DJANGO_ALLOWED_HOSTS": "127.0.0.1", "DATABASE_URL": f"sqlite:///{workdir / 'load.sqlite3'}"}
     log = open(workdir / "daphne.log", "w")
     proc = subprocess.Popen([sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port), "-v", "0",
