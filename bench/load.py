@@ -40,6 +40,8 @@ class Visitor:
     compute_ms: list[float] = field(default_factory=list)  # each step's forward + capture + sampling (its timing)
     errors: list[str] = field(default_factory=list)
     stop_reason: str | None = None
+    tokens: list[int] = field(default_factory=list)  # each step's token id (greedy: compared with the lone run)
+    batch_sizes: list[int] = field(default_factory=list)  # how many sessions shared each step's forward pass
 
 
 def percentile(values: list[float], q: float) -> float | None:
@@ -78,6 +80,8 @@ async def read_run(ws, visitor: Visitor, ack_every: int, received: int) -> None:
         if kind == "step":
             visitor.steps.append(time.perf_counter())
             visitor.compute_ms.append(compute_ms(message))
+            visitor.tokens.append(message["token"]["id"])
+            visitor.batch_sizes.append(message.get("batch_size", 1))
         elif kind == "done":
             visitor.stop_reason = message.get("stop_reason")
         elif kind == "error":
@@ -142,7 +146,8 @@ async def measure(url: str, n: int, args) -> dict:
         visitors += batch
         wall += batch_wall
     # The client shares the machine with the server: say how much CPU it took.
-    return {**summarize(n, visitors, wall), "client_cpu_s": time.process_time() - cpu}
+    return {**summarize(n, visitors, wall), "client_cpu_s": time.process_time() - cpu,
+            "_tokens": [v.tokens for v in visitors if v.tokens]}  # bench() compares them with the lone run
 
 
 def summarize(n: int, visitors: list[Visitor], last: float) -> dict:
@@ -151,6 +156,7 @@ def summarize(n: int, visitors: list[Visitor], last: float) -> dict:
     tokens = sum(len(v.steps) for v in visitors)
     errors = [e for v in visitors for e in v.errors]
     stops = [v.stop_reason for v in visitors]
+    sizes = [b for v in visitors for b in v.batch_sizes]
     return {"visitors": n, "visitor_runs": len(visitors),
             "ttft_p50_ms": percentile(ttft, 50), "ttft_p95_ms": percentile(ttft, 95),
             "itl_p50_ms": percentile(itl, 50), "itl_p95_ms": percentile(itl, 95),
@@ -158,6 +164,7 @@ def summarize(n: int, visitors: list[Visitor], last: float) -> dict:
             # Where a token's time goes: the model work vs the wall time each token costs the server.
             "step_compute_p50_ms": percentile([c for v in visitors for c in v.compute_ms], 50),
             "wall_ms_per_token": 1000 * last / tokens if tokens else None,
+            "mean_batch_size": sum(sizes) / len(sizes) if sizes else None,
             "errors": len(errors), "error_kinds": {e: errors.count(e) for e in sorted(set(errors))},
             "stop_reasons": {str(s): stops.count(s) for s in sorted(set(stops), key=str)}}
 
@@ -192,6 +199,7 @@ def start_server(args, most: int, workdir: Path) -> tuple[subprocess.Popen, str]
            "REDIS_URL": "", "EXPLAINER_HOST_PASSWORD": "",  # one plain process: no workers, no workshop pins
            # Room for the previous batch's sockets, which may still be closing when the next batch connects.
            "EXPLAINER_MAX_SESSIONS": str(most), "EXPLAINER_MAX_CONNECTIONS_PER_IP": str(2 * most + 8),
+           "EXPLAINER_MAX_RUNS_PER_ADDRESS": "0",  # every simulated visitor comes from 127.0.0.1
            "DJANGO_ALLOWED_HOSTS": "127.0.0.1", "DATABASE_URL": f"sqlite:///{workdir / 'load.sqlite3'}"}
     log = open(workdir / "daphne.log", "w")
     proc = subprocess.Popen([sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port), "-v", "0",
@@ -228,12 +236,14 @@ def fmt(value, digits=1) -> str:
 
 def print_table(result: dict) -> None:
     print(f"{'visitors':>8} {'ttft p50':>9} {'ttft p95':>9} {'itl p50':>8} {'itl p95':>8} {'tok/s':>8} "
-          f"{'errors':>6} {'tok/s vs 1':>10} {'itl p95/p50':>11} {'ms/token':>8} {'compute':>8}   stop reasons")
+          f"{'errors':>6} {'tok/s vs 1':>10} {'itl p95/p50':>11} {'ms/token':>8} {'compute':>8} {'batch':>6} {'mism':>5}"
+          "   stop reasons")
     for r in result["runs"]:
         print(f"{r['visitors']:>8} {fmt(r['ttft_p50_ms']):>9} {fmt(r['ttft_p95_ms']):>9} {fmt(r['itl_p50_ms']):>8} "
               f"{fmt(r['itl_p95_ms']):>8} {fmt(r['tokens_per_s']):>8} {r['errors']:>6} "
               f"{fmt(r['tokens_per_s_vs_1'], 2):>10} {fmt(r['itl_p95_over_p50'], 2):>11} "
-              f"{fmt(r['wall_ms_per_token']):>8} {fmt(r['step_compute_p50_ms']):>8}   {r['stop_reasons']}"
+              f"{fmt(r['wall_ms_per_token']):>8} {fmt(r['step_compute_p50_ms']):>8} {fmt(r['mean_batch_size']):>6} "
+              f"{str(r['greedy_mismatches']):>5}   {r['stop_reasons']}"
               + (f" {r['error_kinds']}" if r["errors"] else ""))
     print("(times in ms; ms/token = batch wall time per token produced; compute = a step's own model work, p50)")
     t = result["targets"]
@@ -276,6 +286,10 @@ async def bench(url: str, args) -> dict:
     for _ in range(args.warmup):
         await run_batch(ws_url, 1, args)
     runs = [await measure(ws_url, n, args) for n in args.batches]
+    lone = next((r["_tokens"][0] for r in runs if r["visitors"] == 1 and r["_tokens"]), None)
+    for r in runs:  # greedy: every visitor's tokens should equal the lone visitor's (same prompt)
+        tokens = r.pop("_tokens")
+        r["greedy_mismatches"] = None if lone is None else sum(t != lone for t in tokens)
     return {"runs": runs, "targets": add_ratios(runs),
             "params": {"max_new_tokens": args.max_new_tokens, "temperature": 0, "prompt": args.prompt,
                        "repeats": args.repeats,

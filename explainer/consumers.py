@@ -33,7 +33,7 @@ class SessionConsumer(StrictJson, AsyncJsonWebsocketConsumer):
                 await self.send_json(refusal)
                 await self.close(code=limits.REFUSED_CLOSE_CODE)
                 return
-            self.run = runs.open_run(self.send_frame, self.channel_name)
+            self.run = runs.open_run(self.send_frame, self.channel_name, self.guard.address)
             self.follower = workshop.Follower(self) if self.follows_workshop else workshop.NoFollower()
             await self.follower.join()
             await self.send_frame({"type": "status", "state": "ready", "message": ""})

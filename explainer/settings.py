@@ -174,6 +174,19 @@ EXPLAINER_MAX_QUEUED_BYTES = int(os.environ.get("EXPLAINER_MAX_QUEUED_BYTES", st
 # A workshop follower's host frames waiting for its page to read them (catch-up included), in bytes.
 EXPLAINER_FOLLOW_PENDING_BYTES = int(os.environ.get("EXPLAINER_FOLLOW_PENDING_BYTES", str(8 * 1024 * 1024)))
 EXPLAINER_MAX_DEVICE_QUEUE = int(os.environ.get("EXPLAINER_MAX_DEVICE_QUEUE", "16"))
+# Generation slots one client address may hold at once; unset = half of EXPLAINER_MAX_SESSIONS, 0 = no cap
+# (`make workshop` sets 0: a classroom behind NAT shares one address).
+EXPLAINER_MAX_RUNS_PER_ADDRESS = (int(os.environ["EXPLAINER_MAX_RUNS_PER_ADDRESS"])
+                                  if os.environ.get("EXPLAINER_MAX_RUNS_PER_ADDRESS") else None)
+# A paused or held run that takes no step for this many seconds ends (`done`), and its slot is released.
+EXPLAINER_IDLE_RUN_S = float(os.environ.get("EXPLAINER_IDLE_RUN_S", "120"))
+# `measure`: one at a time per process, after visitors' steps; a fresh one per address at most every
+# this many seconds (the cached result, per server and model, is served in between).
+EXPLAINER_MEASURE_INTERVAL_S = float(os.environ.get("EXPLAINER_MEASURE_INTERVAL_S", "30"))
+# Batched decoding (inference/scheduler.py): at most this many sessions' steps share one forward pass, and a
+# tick waits this long for sessions about to ask (their previous step just went out) before it runs.
+EXPLAINER_MAX_BATCH = int(os.environ.get("EXPLAINER_MAX_BATCH", "32"))
+EXPLAINER_BATCH_WAIT_MS = float(os.environ.get("EXPLAINER_BATCH_WAIT_MS", "2"))
 
 # Workshop mode (/host/): the host page's password; empty = workshop mode is off.
 EXPLAINER_HOST_PASSWORD = os.environ.get("EXPLAINER_HOST_PASSWORD", "")

@@ -115,16 +115,18 @@ class GenerationSession:
     def _pending(forward: dict, source: str) -> dict:
         """What the next step samples from: the last position of a forward pass."""
         return {"logits": forward["logits"], "attn": forward["last_attn"], "hidden": forward["hidden"][:, -1],
-                "forward_ms": forward["forward_ms"], "source": source}
+                "forward_ms": forward["forward_ms"], "source": source, "batch_size": forward.get("batch_size", 1)}
 
-    def step(self, forced_token: int | None = None) -> dict:
-        """One decode step: forward the last token (except step 1), sample, append, detokenize."""
+    def step(self, forced_token: int | None = None, forward: dict | None = None) -> dict:
+        """One decode step: forward the last token (except step 1), sample, append, detokenize.
+
+        `forward`: this session's row of a batched decode pass (inference/scheduler.py), already run."""
         if self.finished:
             raise SessionError(f"the run has finished ({self.finished})", "finished")
         if self.pending is None:
             self.prefill()
         if self.step_index > 0:
-            self.pending = self._pending(self._forward([self.ids[-1]]), "decode")
+            self.pending = self._pending(forward or self._forward([self.ids[-1]]), "decode")
         self.step_index += 1
         pending = self.pending
         t0 = time.perf_counter()

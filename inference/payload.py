@@ -62,6 +62,7 @@ SCHEMA: dict[str, dict] = {
         "step": ("int", "1-based decode step; step 1 samples from the prefill's last position"),
         "input": {"id": ("int", "token fed to this forward pass"), "text": ("str", ""), "position": ("int", "its position")},
         "forward": ("str", "prefill (step 1 reuses the prefill's last position) | decode"),
+        "batch_size": ("int", "sessions whose decode shared this step's forward pass (1: alone, and step 1)"),
         "attention": {"mode": ("str", "heads | mean"), "keys": ("int", "cached keys the new query attends to"),
                       "mean": ("packed", "(layers, keys) weights averaged over heads"),
                       "heads": ("packed?", "(layers, heads, keys) every head's row (mode heads)"),

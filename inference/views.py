@@ -119,6 +119,7 @@ def step_view(session, pending: dict, result, delta: str, forced: bool) -> dict:
         "type": "step", "schema_version": SCHEMA_VERSION, "step": session.step_index,
         "input": {"id": input_id, "text": piece(session.tokenizer, input_id), "position": position},
         "forward": pending["source"],
+        "batch_size": pending.get("batch_size", 1),
         "attention": {"mode": "mean", "keys": keys_count, "mean": packed(attn.float().mean(dim=1)), "heads": None,
                       "top_keys": keys, "top_weights": weights},
         "hidden_norms": rounded(pending["hidden"].float().norm(dim=-1)),

@@ -1,8 +1,18 @@
-"""The serving view's live measurements: run on this server's model, off the event loop."""
+"""The serving view's live measurements: run on this server's model, off the event loop.
+
+The experiments (prefill_decode, batch, quantize, speculative) hold the model thread for seconds, so they
+run after every waiting visitor step (executors.BACKGROUND), one at a time per process, at most one fresh
+one per client address every EXPLAINER_MEASURE_INTERVAL_S, and are cached per server, model and prompt
+(the article's prompt is everyone's before they run one): a reply carries `measured_at` (UTC) and `cached`. kv and capacity are arithmetic on the config: computed each time.
+"""
+import time
+from datetime import datetime, timezone
+
 from django.conf import settings
 
 from explainer.protocol import ProtocolError, choice, integer
 from explainer.services import model_registry
+from explainer.services.executors import BACKGROUND, run_on
 from inference import serving
 from inference.loading import ModelNotAvailable
 from inference.payload import SCHEMA_VERSION
@@ -10,6 +20,59 @@ from inference.prompting import build_prompt
 
 DEFAULT_PROMPT = [{"role": "user", "content": "The mole on my face may need a biopsy. Explain this simply."}]
 NEW_TOKENS = 16  # short runs: a measurement holds the device's executor while it runs
+CALCULATED = ("kv", "capacity")  # no model run: never cached, never rate-limited
+_cache: dict[tuple, dict] = {}  # (model, device, what, draft, prompt ids) -> the `serving` reply
+_fresh_at: dict[str | None, float] = {}  # client address -> when its last fresh measurement began
+_running: list[str] = []  # the measurement in flight in this process (at most one)
+
+
+class MeasureBusy(Exception):
+    """A fresh measurement is refused for now; the message is the `busy` reason."""
+
+    def __init__(self, reason: str, retry_after_s: float):
+        super().__init__(reason)
+        self.retry_after_s = retry_after_s
+
+
+def cache_key(what: str, message: dict, device: str, session) -> tuple:
+    ids = tuple(session.prompt.ids) if session is not None else None  # None: the article's prompt
+    return (settings.EXPLAINER_MODEL, device, what, message.get("draft") if what == "speculative" else None, ids)
+
+
+async def serve(what: str, message: dict, session, device: str, address: str | None) -> dict:
+    """The `serving` reply: computed, cached, or measured now (raises MeasureBusy when it may not be)."""
+    if what in CALCULATED:
+        return await run_on(device, measure, what, message, session)
+    key = cache_key(what, message, device, session)
+    if key in _cache:
+        return {**_cache[key], "cached": True}
+    _admit(address)
+    _running.append(what)
+    _fresh_at[address] = time.monotonic()
+    try:
+        reply = await run_on(device, measure, what, message, session, priority=BACKGROUND)
+    finally:
+        _running.clear()
+    at = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    _cache[key] = {**reply, "measured_at": at, "data": {**reply["data"], "measured_at": at}}  # the diagram reads data
+    return {**_cache[key], "cached": False}
+
+
+def _admit(address: str | None) -> None:
+    """One fresh measurement at a time per process; one per address every EXPLAINER_MEASURE_INTERVAL_S."""
+    if _running:
+        raise MeasureBusy(f"another measurement ({_running[0]}) is running; its result is cached for everyone", 5)
+    interval = settings.EXPLAINER_MEASURE_INTERVAL_S
+    since = time.monotonic() - _fresh_at.get(address, float("-inf"))
+    if address is not None and since < interval:
+        raise MeasureBusy(f"one new measurement per address every {interval:g} s", round(interval - since, 1))
+
+
+def forget() -> None:
+    """Drop the cache and the rate state (tests; a new model)."""
+    _cache.clear()
+    _fresh_at.clear()
+    _running.clear()
 
 
 def prompt_ids(loaded, session) -> list[int]:

@@ -14,6 +14,7 @@ driver (explainer/services/sessions.py) does the model work and reads the state 
 from __future__ import annotations
 
 import asyncio
+import time
 
 from explainer.protocol import ProtocolError
 
@@ -21,6 +22,7 @@ IDLE, PREFILLING, RUNNING, PAUSED, HELD, STOPPING, FINISHED = (
     "idle", "prefilling", "running", "paused", "held", "stopping", "finished")
 LIVE = (PREFILLING, RUNNING, PAUSED, HELD)  # a stop is accepted from each of these
 READER_MESSAGE = "waiting for the client to read (ack)"
+IDLE_TIMEOUT = "idle_timeout"  # the closing status's `reason` when a paused or held run waited too long
 
 
 def status(state: str, message: str = "") -> dict:
@@ -42,17 +44,21 @@ class RunControl:
         self.changed = asyncio.Event()  # the driver looks again when set
         self.quiet = asyncio.Event()  # set whenever nothing is in flight and no step is asked for
         self.quiet.set()
+        self.active_at = time.monotonic()  # the last progress (prefill, step, fork): what the idle timeout counts from
+        self.ended_because: str | None = None  # IDLE_TIMEOUT when the idle timeout stopped the run
 
     # ---- what the driver does ---------------------------------------------------------------
     def begin(self, paused: bool) -> None:
         self.state, self.after_prefill, self.step_asked = PREFILLING, PAUSED if paused else RUNNING, False
-        self.keep_steps = None
+        self.keep_steps, self.ended_because = None, None
+        self.touch()
         self.wake()
 
     def prefilled(self) -> str:
         """The prefill is out: running or paused as asked, unless a stop came meanwhile."""
         if self.state == PREFILLING:
             self.state = self.after_prefill
+        self.touch()
         return self.state
 
     def hold(self) -> None:
@@ -60,6 +66,25 @@ class RunControl:
 
     def unhold(self) -> None:
         self.state = RUNNING
+
+    def idle_for(self) -> float:
+        """Seconds since the run last made progress (a paused or held run's wait)."""
+        return time.monotonic() - self.active_at
+
+    def touch(self) -> None:
+        self.active_at = time.monotonic()
+
+    def idle_out(self) -> None:
+        """Paused or held past EXPLAINER_IDLE_RUN_S: stopping, as a stop would (then `done`), named as idle."""
+        self.state, self.step_asked, self.keep_steps, self.ended_because = STOPPING, False, None, IDLE_TIMEOUT
+        self.set_quiet()
+
+    def finished_status(self, stop_reason: str | None) -> dict:
+        """The run's last word; an idle timeout says so with a named `reason`."""
+        if self.ended_because != IDLE_TIMEOUT:
+            return status(FINISHED, stop_reason or "")
+        return {**status(FINISHED, "the run was paused too long; its generation slot was released"),
+                "reason": IDLE_TIMEOUT}
 
     def finish(self) -> None:
         self.state, self.step_asked = FINISHED, False
@@ -79,6 +104,7 @@ class RunControl:
 
     def step_sent(self) -> None:
         self.step_asked = False
+        self.touch()
         self.set_quiet()
 
     def set_quiet(self) -> None:
@@ -141,6 +167,7 @@ class RunControl:
         """A fork continues paused (from a finished run too)."""
         self.check_fork()
         self.state = PAUSED
+        self.touch()
         self.wake()
 
     def _require(self, allowed: tuple[str, ...], verb: str) -> None:

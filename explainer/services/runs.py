@@ -4,10 +4,11 @@ from django.conf import settings
 from explainer.services.sessions import VisitorRun
 
 
-def open_run(send, channel_name: str):
-    """A run object with VisitorRun's verbs; `send` is an async callable taking one message dict."""
+def open_run(send, channel_name: str, address: str | None = None):
+    """A run object with VisitorRun's verbs; `send` is an async callable taking one message dict; `address`
+    (the client's) counts its generation slots per address (this process's runs only)."""
     if settings.EXPLAINER_WORKERS:
         from explainer.services.remote import RemoteRun
 
         return RemoteRun(send, channel_name)
-    return VisitorRun(send)
+    return VisitorRun(send, address)

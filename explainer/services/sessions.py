@@ -11,7 +11,7 @@ from django.conf import settings
 from explainer.protocol import DETAIL_WHATS, MEASURES, ProtocolError, choice, integer, number, prompt_fields
 from explainer.services import checks, limits, measurements, model_registry, workshop_policy
 from explainer.services.capacity import generating
-from explainer.services.executors import queue_depth, run_on
+from explainer.services.executors import queue_depth, run_on, scheduler_for
 from explainer.services.run_state import FINISHED, HELD, PAUSED, RUNNING, STOPPING, RunControl, status
 from inference.engine import GenerationSession, SessionError
 from inference.frames import split_message
@@ -65,8 +65,9 @@ class VisitorRun:
     refusal) made while a step is in flight or asked for is sent after that step, in request order.
     """
 
-    def __init__(self, send):
+    def __init__(self, send, address: str | None = None):
         self.deliver = send  # async callable taking one message dict
+        self.address = address  # the client's: its generation slots are capped per address
         self.window = limits.OutboundWindow(settings.EXPLAINER_OUTBOUND_WINDOW, settings.EXPLAINER_UNACKED_MAX)
         self.session: GenerationSession | None = None
         self.task: asyncio.Task | None = None
@@ -105,9 +106,8 @@ class VisitorRun:
             fields["messages"] = validate_messages(fields["messages"])
         else:
             fields["text"] = validate_text(fields["text"])
-        if not generating.try_acquire(slots):
-            await self.send({"type": "busy", "reason": f"{min(slots, generating.limit)} visitors are generating already",
-                             "retry_after_s": 5})
+        if (refused := generating.refusal(slots, self.address)) is not None:
+            await self.send({"type": "busy", "reason": refused, "retry_after_s": 5})
             return
         self.holds_slot = True
         self.control.begin(fields["paused"])
@@ -169,6 +169,8 @@ class VisitorRun:
         control = self.control
         while True:
             control.changed.clear()
+            if self._idle_too_long():
+                control.idle_out()  # a paused crowd must not keep the slots: this run ends, its slot comes back
             if control.state == STOPPING or self.session.finished:
                 return False
             if control.step_asked or (control.state == RUNNING and not self.window.full):
@@ -183,12 +185,29 @@ class VisitorRun:
                 await self.send(status(RUNNING))
                 continue
             self.session.hold()  # waiting (paused, held) is not generation time: the timing figures leave it out
-            await control.changed.wait()
+            await self._wait_for_change()
+
+    def _idle_too_long(self) -> bool:
+        """Paused or held, nothing asked or in flight, and no progress for EXPLAINER_IDLE_RUN_S (0: never)."""
+        limit, control = settings.EXPLAINER_IDLE_RUN_S, self.control
+        return (limit > 0 and control.state in (PAUSED, HELD) and not control.step_asked
+                and not control.computing and control.idle_for() >= limit)
+
+    async def _wait_for_change(self) -> None:
+        """Until a verb changes the state, or until the idle timeout is due (then the caller looks again)."""
+        control, limit = self.control, settings.EXPLAINER_IDLE_RUN_S
+        # A fork in flight is progress (it is never idled out): look again every half second until it is out.
+        least = 0.5 if control.computing else 0.01
+        try:  # asyncio.timeout, not wait_for: on 3.11 wait_for can swallow end()'s cancel when the event is set too
+            async with asyncio.timeout(None if limit <= 0 else max(limit - control.idle_for(), least)):
+                await control.changed.wait()
+        except TimeoutError:
+            pass
 
     async def _one_step(self) -> None:
         self.control.set_computing(True)
         try:
-            payload = await run_on(self.device, self.session.step)
+            payload = await scheduler_for(self.device).step(self.session)  # batched with other visitors' steps
         finally:
             self.control.set_computing(False)
         await self.send(payload)
@@ -208,12 +227,12 @@ class VisitorRun:
         for check in await run_on(self.device, checks.after_run, self.session, self.rows_before, weights_before):
             await self.send(check)
         await self._release()  # free before the run's last word: a client may start again at once
-        await self.send(status(FINISHED, self.session.finished))
+        await self.send(self.control.finished_status(self.session.finished))
 
     async def _release(self) -> None:
         if self.holds_slot:
             self.holds_slot = False
-            generating.release()
+            generating.release(self.address)
 
     def _require_session(self) -> GenerationSession:
         if self.session is None:
@@ -250,8 +269,9 @@ class VisitorRun:
             return
         self.control.check_fork()
         restart = self.task is None or self.task.done()
-        if restart and not self.holds_slot and not generating.try_acquire():
-            await self.send({"type": "busy", "reason": "no free generation slot to continue the fork", "retry_after_s": 5})
+        if restart and not self.holds_slot and (refused := generating.refusal(address=self.address)) is not None:
+            await self.send({"type": "busy", "reason": f"no free generation slot to continue the fork: {refused}",
+                             "retry_after_s": 5})
             return
         self.control.fork()  # paused from here: the driver starts no new step
         self.holds_slot = True
@@ -309,7 +329,11 @@ class VisitorRun:
         device = self.device if self.session else (await run_on("loader", model_registry.get_model)).description.device
         if await self._busy(device):
             return
-        await self.send(await run_on(device, measurements.measure, what, message, self.session))
+        try:
+            reply = await measurements.serve(what, message, self.session, device, self.address)
+        except measurements.MeasureBusy as busy:
+            reply = {"type": "busy", "reason": str(busy), "retry_after_s": busy.retry_after_s}
+        await self.send(reply)
 
     async def end(self) -> None:
         """Cancel the driver and free the session's memory (on a new start or a disconnect): nothing more is sent."""

@@ -1,7 +1,7 @@
 """Fixtures shared by the socket tests."""
 import pytest
 
-from explainer.services import model_registry
+from explainer.services import measurements, model_registry
 from tests.support import stories_spec
 
 
@@ -12,5 +12,7 @@ def stories_model(settings):
     settings.EXPLAINER_DEVICE = "cpu"  # the socket tests' figures mean the CPU, also on a machine with CUDA
     settings.EXPLAINER_MAX_SESSIONS = 2
     model_registry.reset()
+    measurements.forget()  # cached per server and model: each test measures afresh
     yield settings
     model_registry.reset()
+    measurements.forget()

@@ -12,7 +12,8 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 RUN_FIELDS = {"visitors", "ttft_p50_ms", "ttft_p95_ms", "itl_p50_ms", "itl_p95_ms", "tokens_per_s", "errors",
-              "tokens", "visitor_runs", "tokens_per_s_vs_1", "itl_p95_over_p50", "stop_reasons"}
+              "tokens", "visitor_runs", "tokens_per_s_vs_1", "itl_p95_over_p50", "stop_reasons",
+              "mean_batch_size", "greedy_mismatches"}
 
 
 def test_two_visitors_run_without_errors():
@@ -28,6 +29,7 @@ def test_two_visitors_run_without_errors():
         assert run["visitor_runs"] == 2 * run["visitors"]
         assert run["tokens"] == 4 * run["visitor_runs"]  # every visitor got all its tokens (greedy: no early EOS here)
         assert run["ttft_p50_ms"] > 0 and run["itl_p50_ms"] > 0 and run["tokens_per_s"] > 0
+        assert 1 <= run["mean_batch_size"] <= run["visitors"] and run["greedy_mismatches"] == 0
     lone, two = report["runs"]
     assert two["tokens_per_s_vs_1"] == pytest.approx(two["tokens_per_s"] / lone["tokens_per_s"])  # against the lone visitor
     assert two["itl_p95_over_p50"] == pytest.approx(two["itl_p95_ms"] / two["itl_p50_ms"])

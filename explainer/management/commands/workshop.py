@@ -39,6 +39,7 @@ def workshop_env(port: int, workers: int, daphnes: int, environ: dict) -> tuple[
     env.setdefault("EXPLAINER_DEVICE", "auto")
     # A classroom often reaches the server from one address (NAT): no per-address connection cap unless set.
     env.setdefault("EXPLAINER_MAX_CONNECTIONS_PER_IP", "0")
+    env.setdefault("EXPLAINER_MAX_RUNS_PER_ADDRESS", "0")  # nor a cap on one address's generation slots
     env["PORT"] = str(port)
     env.setdefault("PYTHONUNBUFFERED", "1")
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"  # the Procfile's python, daphne

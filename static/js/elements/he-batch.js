@@ -17,6 +17,16 @@ class HeBatch extends MeasuredElement {
   static idle = "Press the button: the server decodes your prompt (or the article's, before you run one) "
         + "alone and in batches of 2, 4 and 8 with other prompts, greedily, and compares.";
 
+  /** The live line: how many visitors' steps shared the forward pass of this visitor's latest step. */
+  render(rs) {
+    super.render(rs);
+    const step = rs?.lastStep;
+    this.liveLine ??= el("p", { class: "heb-live" });
+    this.liveLine.textContent = step?.batch_size
+      ? `Your step ${step.step} ran in a batch of ${step.batch_size}${step.batch_size === 1 ? " (alone)" : ""}.` : "";
+    if (this.liveLine.parentNode !== this) this.prepend(this.liveLine);
+  }
+
   draw(data, rs) {
     const runs = data.runs;
     this.dataset.batchSizes = runs.map((r) => r.batch_size).join(",");
@@ -62,7 +72,7 @@ class HeBatch extends MeasuredElement {
       el("p", { class: "heb-col-sub" }, "Throughput: tokens per second over every row of the batch, and the ratio to batch size 1:"), throughput,
       el("p", { class: "heb-col-sub" }, `Your row (row 0) against decoding it alone, ${int(data.reference_tokens.length)} greedy tokens:`), scroll,
       el("p", { class: "hes-callout" }, verdict), line,
-      caption(`Measured just now on this server's model (${data.model}): your ${int(data.prompt_tokens)}-token prompt decoded greedily for up to ${int(data.max_new_tokens)} tokens, `
+      caption(`Measured ${data.measured_at ? `at ${data.measured_at} (UTC)` : "just now"} on this server's model (${data.model}): your ${int(data.prompt_tokens)}-token prompt decoded greedily for up to ${int(data.max_new_tokens)} tokens, `
         + "alone and as row 0 of batches padded on the left with other prompts. The differences are exactly what this machine produced, "
         + "and may well be 0; on other hardware and kernels they need not be."));
   }
