@@ -6,7 +6,7 @@ Types: int, float, str, bool, list, object, packed (see "Packed arrays"), any; a
 """
 from __future__ import annotations
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 _TOKEN = {"id": ("int", "token id"), "text": ("str", "the piece decoded alone"),
           "special": ("bool", "a special token (role marker, end of message, BOS)")}

@@ -38,7 +38,14 @@ def _v0_to_v1(payload: dict) -> dict:
     return payload
 
 
-UPGRADES = {0: _v0_to_v1}  # from version -> function(payload) giving version + 1; one per schema change
+def _v1_to_v2(payload: dict) -> dict:
+    """Version 1 came before batched decoding: every step ran in a forward pass of its own."""
+    if payload.get("type") == "step" and "batch_size" not in payload:
+        payload["batch_size"] = 1
+    return payload
+
+
+UPGRADES = {0: _v0_to_v1, 1: _v1_to_v2}  # from version -> function(payload) giving version + 1; one per schema change
 
 
 def upgrade(payloads: list[dict], from_version: int) -> list[dict]:

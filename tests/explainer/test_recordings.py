@@ -7,7 +7,7 @@ from django.test import Client
 
 from explainer.models import RecordedRun
 from explainer.services import checks
-from explainer.services.recordings import RecordingError, _v0_to_v1, upgrade
+from explainer.services.recordings import RecordingError, _v0_to_v1, _v1_to_v2, upgrade
 from inference.engine import GenerationSession
 from inference.loading import load_model
 from inference.payload import SCHEMA_VERSION, validate_payload
@@ -168,6 +168,7 @@ def test_v0_recording_upgrades_stored_tokens_from_seq_len(recorded_payloads):
     with pytest.raises(AssertionError):
         validate_payload(old[1])  # stored_tokens is missing
     assert _v0_to_v1({"type": "step", "kv": {"seq_len": 7}})["kv"]["stored_tokens"] == 7
+    assert _v1_to_v2({"type": "step", "step": 3})["batch_size"] == 1  # before batching: a pass of its own
     new = upgrade(old, 0)
     assert new == recorded_payloads  # stories260K has no sliding window: stored == seen
     assert all(p["kv"]["stored_tokens"] == p["kv"]["seq_len"] for p in new if "kv" in p)
