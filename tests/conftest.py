@@ -28,3 +28,18 @@ def pytest_collection_modifyitems(session, config, items):
     """Browser tests last: Playwright's sync API keeps an event loop running for the rest of the session,
     which the asyncio tests cannot share."""
     items.sort(key=lambda item: "tests/browser/" in item.nodeid)
+
+
+@pytest.fixture(autouse=True)
+def no_stale_connection_check_outside_db_tests(request, monkeypatch):
+    """Channels closes stale database connections before every consumer handler, on the thread where an
+    earlier database test opened one; pytest-django blocks the database in tests without a db mark, so
+    outside those tests that check would fail with "Database access not allowed" depending on test order."""
+    if request.node.get_closest_marker("django_db") or {"db", "transactional_db"} & set(request.fixturenames):
+        return
+
+    async def no_check():
+        return None
+
+    for module in ("channels.consumer", "channels.generic.websocket", "channels.generic.http"):
+        monkeypatch.setattr(f"{module}.aclose_old_connections", no_check)
