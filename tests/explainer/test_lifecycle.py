@@ -76,8 +76,10 @@ OOM_SEED = 666
 
 
 @pytest.fixture
-def out_of_memory_for_one_visitor(monkeypatch):
-    """Steps of the run seeded OOM_SEED raise what CUDA raises when the device is full."""
+def out_of_memory_for_one_visitor(monkeypatch, settings):
+    """Steps of the run seeded OOM_SEED raise what CUDA raises when the device is full (two visitors from
+    one address: the per-address run cap is lifted, as `make workshop` does)."""
+    settings.EXPLAINER_MAX_RUNS_PER_ADDRESS = 0
     real_step = GenerationSession.step
 
     def step(self, *args, **kwargs):
