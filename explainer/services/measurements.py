@@ -1,17 +1,18 @@
 """The serving view's live measurements: run on this server's model, off the event loop.
 
 The experiments (prefill_decode, batch, quantize, speculative) hold the model thread for seconds, so they
-run after every waiting visitor step (executors.BACKGROUND), one at a time per process, at most one fresh
-one per client address every EXPLAINER_MEASURE_INTERVAL_S, and are cached per server, model and prompt
+run after every waiting visitor step (executors.BACKGROUND), one at a time per process, and per client
+address at most one fresh one for each experiment at once, then one every EXPLAINER_MEASURE_INTERVAL_S (a
+visitor can measure each serving section; a flood cannot), and are cached per server, model and prompt
 (the article's prompt is everyone's before they run one): a reply carries `measured_at` (UTC) and `cached`. kv and capacity are arithmetic on the config: computed each time.
 """
-import time
 from datetime import datetime, timezone
 
 from django.conf import settings
 
 from explainer.protocol import ProtocolError, choice, integer
 from explainer.services import model_registry
+from explainer.services.limits import TokenBucket
 from explainer.services.executors import BACKGROUND, run_on
 from inference import serving
 from inference.loading import ModelNotAvailable
@@ -21,8 +22,9 @@ from inference.prompting import build_prompt
 DEFAULT_PROMPT = [{"role": "user", "content": "The mole on my face may need a biopsy. Explain this simply."}]
 NEW_TOKENS = 16  # short runs: a measurement holds the device's executor while it runs
 CALCULATED = ("kv", "capacity")  # no model run: never cached, never rate-limited
+EXPERIMENTS = 4  # prefill_decode, batch, speculative, quantize: one of each may be measured back to back
 _cache: dict[tuple, dict] = {}  # (model, device, what, draft, prompt ids) -> the `serving` reply
-_fresh_at: dict[str | None, float] = {}  # client address -> when its last fresh measurement began
+_fresh: dict[str, TokenBucket] = {}  # client address -> its fresh measurements' bucket
 _running: list[str] = []  # the measurement in flight in this process (at most one)
 
 
@@ -48,7 +50,6 @@ async def serve(what: str, message: dict, session, device: str, address: str | N
         return {**_cache[key], "cached": True}
     _admit(address)
     _running.append(what)
-    _fresh_at[address] = time.monotonic()
     try:
         reply = await run_on(device, measure, what, message, session, priority=BACKGROUND)
     finally:
@@ -59,19 +60,23 @@ async def serve(what: str, message: dict, session, device: str, address: str | N
 
 
 def _admit(address: str | None) -> None:
-    """One fresh measurement at a time per process; one per address every EXPLAINER_MEASURE_INTERVAL_S."""
+    """One fresh measurement at a time per process; per address, EXPERIMENTS at once, then one every
+    EXPLAINER_MEASURE_INTERVAL_S."""
     if _running:
         raise MeasureBusy(f"another measurement ({_running[0]}) is running; its result is cached for everyone", 5)
     interval = settings.EXPLAINER_MEASURE_INTERVAL_S
-    since = time.monotonic() - _fresh_at.get(address, float("-inf"))
-    if address is not None and since < interval:
-        raise MeasureBusy(f"one new measurement per address every {interval:g} s", round(interval - since, 1))
+    if address is None or interval <= 0:
+        return
+    bucket = _fresh.setdefault(address, TokenBucket(1 / interval, EXPERIMENTS))
+    wait = bucket.take()
+    if wait:
+        raise MeasureBusy(f"{EXPERIMENTS} new measurements per address, then one every {interval:g} s", round(wait, 1))
 
 
 def forget() -> None:
     """Drop the cache and the rate state (tests; a new model)."""
     _cache.clear()
-    _fresh_at.clear()
+    _fresh.clear()
     _running.clear()
 
 

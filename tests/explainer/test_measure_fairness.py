@@ -47,12 +47,15 @@ async def test_a_measurement_is_cached_per_server_and_model_with_its_date():
         await c.disconnect()
 
 
-async def test_one_fresh_measurement_per_address_per_interval(settings):
+async def test_fresh_measurements_per_address_are_rate_limited(settings, monkeypatch):
     settings.EXPLAINER_MEASURE_INTERVAL_S = 60
     comm = await connect("198.51.100.22")
-    await comm.send_json_to({"type": "measure", "what": "prefill_decode"})
+    monkeypatch.setattr(measurements, "EXPERIMENTS", 2)  # each fresh one holds the model for seconds: keep it short
+    await comm.send_json_to({"type": "measure", "what": "prefill_decode"})  # a visitor measures each section once
     assert (await until(comm, lambda m: m["type"] == "serving"))[-1]["cached"] is False
     await comm.send_json_to({"type": "measure", "what": "speculative", "draft": "ngram"})
+    assert (await until(comm, lambda m: m["type"] == "serving"))[-1]["cached"] is False
+    await comm.send_json_to({"type": "measure", "what": "quantize"})  # past the burst: refused before it runs
     busy = await comm.receive_json_from(timeout=10)
     assert busy["type"] == "busy" and "per address" in busy["reason"] and 0 < busy["retry_after_s"] <= 60
     await comm.send_json_to({"type": "measure", "what": "kv"})  # arithmetic: never limited
