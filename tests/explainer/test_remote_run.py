@@ -26,6 +26,11 @@ def remote_mode(settings):
     model_registry.reset()
     yield
     model_registry.reset()
+    # The in-process worker stands for another process: killed, its generation slots die with it (a real
+    # worker's count goes with its process), instead of staying taken for the next test in this one.
+    with generating._lock:
+        generating.active = 0
+        generating.by_address.clear()
 
 
 class InProcessWorker(Worker):
