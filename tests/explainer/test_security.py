@@ -53,6 +53,7 @@ def routed(path: str) -> bool:
     return any(p.resolve(path.lstrip("/")) for p in routing.websocket_urlpatterns)
 
 
+@pytest.mark.django_db(transaction=True)  # the host socket reads its login from the session, in the database
 @pytest.mark.parametrize("origin", FOREIGN_ORIGINS)
 async def test_host_socket_refuses_foreign_origins(origin):
     assert routed("/ws/host/")
