@@ -5,14 +5,9 @@ from channels.testing import WebsocketCommunicator
 
 from explainer.asgi import application
 from tests.explainer.conftest import stories_model  # noqa: F401 (fixture)
+from tests.support import until
 
 PAUSE_S = 1.5
-
-
-async def until(comm, kind):
-    while (message := await comm.receive_json_from(timeout=60))["type"] != kind:
-        pass
-    return message
 
 
 async def test_paused_time_is_not_in_tokens_per_s_or_total(stories_model):  # noqa: F811
@@ -24,11 +19,11 @@ async def test_paused_time_is_not_in_tokens_per_s_or_total(stories_model):  # no
     for _ in range(2):
         await asyncio.sleep(PAUSE_S)  # the host talks about the step before pressing Step
         await comm.send_json_to({"type": "step"})
-        step = await until(comm, "step")
+        step = (await until(comm, "step"))[-1]
         assert step["timing"]["elapsed_ms"] < PAUSE_S * 1e3, step["timing"]
     await asyncio.sleep(PAUSE_S)
     await comm.send_json_to({"type": "resume"})
-    done = await until(comm, "done")
+    done = (await until(comm, "done"))[-1]
     assert done["timing"]["total_ms"] < PAUSE_S * 1e3, done["timing"]  # 4.5 s of pauses left out
     assert done["timing"]["tokens_per_s"] > 3 / PAUSE_S, done["timing"]
     await comm.disconnect()

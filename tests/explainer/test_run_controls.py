@@ -2,33 +2,14 @@
 import json
 
 import pytest
-from channels.testing import WebsocketCommunicator
 
-from explainer.asgi import application
 from explainer.services.capacity import generating
+from tests.support import connect, until
 
-ORIGIN = [(b"origin", b"http://127.0.0.1")]
 LONG = {"type": "start", "messages": [{"role": "user", "content": "<t403> <t407>"}],
         "params": {"temperature": 0.8, "seed": 1, "max_new_tokens": 200}}
 
 pytestmark = pytest.mark.usefixtures("stories_model")  # tests/explainer/conftest.py
-
-
-async def connect():
-    comm = WebsocketCommunicator(application, "/ws/session/", headers=ORIGIN)
-    connected, _ = await comm.connect()
-    assert connected
-    assert (await comm.receive_json_from())["state"] == "ready"
-    return comm
-
-
-async def until(comm, test, timeout=30):
-    """Messages up to and including the first for which test(message) holds."""
-    seen = []
-    while True:
-        seen.append(await comm.receive_json_from(timeout=timeout))
-        if test(seen[-1]):
-            return seen
 
 
 def is_step(n):
