@@ -74,7 +74,7 @@ def session_view(session) -> dict:
 
 
 def prefill_view(session, forward: dict) -> dict:
-    prompt, tokenizer = session.prompt, session.tokenizer
+    prompt = session.prompt
     attentions, hidden = forward["attentions"], forward["hidden"]  # layers x (heads, P, P), (layers + 1, P, hidden)
     rows = session.adapter.embed(session.model, torch.tensor([prompt.ids], device=session.model.device))[0]  # (P, hidden)
     p = len(prompt.ids)
