@@ -1,7 +1,10 @@
 """Fixtures shared by the socket tests."""
+import gc
+
 import pytest
 
 from explainer.services import measurements, model_registry
+from explainer.services.sessions import live_sessions
 from tests.support import stories_spec
 
 
@@ -16,3 +19,15 @@ def stories_model(settings):
     yield settings
     model_registry.reset()
     measurements.forget()
+
+
+@pytest.fixture(autouse=True)
+def no_session_outlives_its_test():
+    """Every run a test opened has closed its GenerationSession once the test is over (the leak check).
+
+    A test that drops its socket without disconnecting leaves its run in a reference cycle until the next
+    collection; collecting first keeps such garbage out of the next test's figure.
+    """
+    yield
+    gc.collect()
+    assert live_sessions() == 0, f"{live_sessions()} generation session(s) still open after the test"

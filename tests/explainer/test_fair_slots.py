@@ -76,6 +76,7 @@ async def test_a_held_run_whose_reader_never_acks_times_out(settings):
     seen = await until(comm, is_status("finished"), timeout=10)
     assert seen[-1]["reason"] == "idle_timeout" and any(m["type"] == "done" for m in seen)
     assert generating.active == 0
+    await comm.disconnect()
 
 
 async def test_a_paused_run_that_keeps_stepping_is_not_idle(settings):
