@@ -40,8 +40,6 @@ def download(page, scope, element: str, kind: str) -> bytes:
 def svg_of(page, scope, element: str) -> tuple[ET.Element, list[str]]:
     """The downloaded SVG, parsed as XML (it must parse), and the text of its <text> nodes."""
     data = download(page, scope, element, "svg")
-    import os, time
-    if os.environ.get("KEEP"): open(f"/tmp/export-{element}-{time.time():.0f}.svg", "wb").write(data)
     root = ET.fromstring(data)
     assert root.tag == f"{SVG}svg" and float(root.get("width")) > 100 and float(root.get("height")) > 50
     return root, ["".join(t.itertext()) for t in root.iter(f"{SVG}text")]
@@ -88,6 +86,8 @@ def check_attention(page, scope, prefill: dict) -> None:
     assert "rgb(55, 105, 195)" in fills  # heat(1): the cell holding that weight
     cells = full.shape[0] * full.shape[1]
     assert len(fills) >= cells
+    for token in prefill["tokens"]:  # model text with markup characters ("<|user|>") stays text, escaped
+        assert token["text"].replace(" ", "␣").replace("\n", "↵") in texts, (token, texts)
 
 
 def test_article_replay_exports_svg_png_and_embed_code(page, site_url, recording, author_page):  # noqa: F811
@@ -190,10 +190,19 @@ def test_embeds_export_svg_and_copy_the_current_view(page, site_url, recording, 
 
     # In the iframe: the buttons are there, and the SVG downloads from inside the frame.
     frame = page.frame_locator("iframe[data-he-embed]")
+    page.locator("iframe[data-he-embed]").scroll_into_view_if_needed()  # a diagram draws once it is on screen
     frame.locator("he-logits[data-top-id]").wait_for(timeout=20_000)
     expect(bar(frame, "he-logits").locator("button")).to_have_count(3)
     shown = int(frame.locator("he-logits").get_attribute("data-step"))
     check_logits(page, frame, steps[shown - 1 if shown else 0])
+    # Its embed code is an iframe's; a framed page may not write the clipboard (no allow="clipboard-write"),
+    # and then the code is shown selected for Ctrl+C instead.
+    bar(frame, "he-logits").locator("button[data-export=embed]").click()
+    status = bar(frame, "he-logits").locator(".he-export-status")
+    expect(status).not_to_be_empty()
+    framed = copied(page) if status.inner_text() == "Embed code copied." else \
+        bar(frame, "he-logits").locator("textarea").input_value()
+    assert f'<iframe data-he-embed src="{site_url}/embed/logits/?run={run_id}&amp;step={shown}"' in framed, framed
 
     # Copy embed code from the element: the same recording, step, layer and head (a head picked in the diagram).
     if prefill["attention"]["heads"] > 1:
