@@ -57,9 +57,9 @@ async function embedSource() {
   return { run: (await recorder.savedRun()).id };
 }
 
-/** "Download SVG", "Download PNG" and "Copy embed code" (sections an embed can show) under every diagram. */
+/** "Download SVG", "Download PNG" and "Copy embed code" under every section's diagram (the sticky pipeline strip is navigation). */
 function addExportBars() {
-  for (const node of diagrams) addExportBar(node, { source: SECTIONS.includes(node.localName.slice(3)) ? embedSource : null });
+  for (const node of diagrams) if (SECTIONS.includes(node.localName.slice(3))) addExportBar(node, { source: embedSource });
 }
 
 function loadElements() {
