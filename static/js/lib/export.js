@@ -18,6 +18,7 @@ class SvgWriter {
     this.root = this.doc.documentElement;
     this.set(this.root, { width: num(width), height: num(height), viewBox: `0 0 ${num(width)} ${num(height)}` });
     this.clips = 0;
+    this.paints = 0;
   }
 
   set(node, attrs) {
@@ -50,6 +51,55 @@ export function backdrop(node) {
   return "#fff";
 }
 
+/** A CSS value split at its top-level commas (not those inside rgb(…)). */
+function splitTop(text) {
+  const out = [];
+  let depth = 0, start = 0;
+  for (let i = 0; i < text.length; i++) {
+    if (text[i] === "(") depth++;
+    else if (text[i] === ")") depth--;
+    else if (text[i] === "," && !depth) { out.push(text.slice(start, i).trim()); start = i + 1; }
+  }
+  out.push(text.slice(start).trim());
+  return out;
+}
+
+const SIDES = { "to top": 0, "to right": 90, "to bottom": 180, "to left": 270 };
+
+/** A background's linear gradient (a bar drawn as one) as an SVG paint; a repeating one (hatching) as its first colour. */
+function gradientPaint(w, image, box) {
+  const match = /^(repeating-)?linear-gradient\((.*)\)$/.exec(splitTop(image)[0]);
+  if (!match) return null;
+  const parts = splitTop(match[2]);
+  let angle = 180;
+  if (/deg$/.test(parts[0])) angle = parseFloat(parts.shift());
+  else if (/^to /.test(parts[0])) angle = SIDES[parts.shift()] ?? 180;
+  const stops = parts.map((part) => /^(rgba?\([^)]*\)|#[0-9a-f]+|[a-z]+)\s*(.*)$/i.exec(part)).filter(Boolean)
+    .map(([, colour, at]) => ({ colour, at: at.split(/\s+/).filter(Boolean) }));
+  if (!stops.length) return null;
+  if (match[1]) return stops[0].colour;
+  const rad = (angle * Math.PI) / 180, dx = Math.sin(rad), dy = -Math.cos(rad);
+  const length = Math.abs(box.width * dx) + Math.abs(box.height * dy) || 1;
+  const id = `he-paint-${++w.paints}`;
+  const paint = w.add(w.root, "linearGradient", { id, x1: num(0.5 - dx / 2), y1: num(0.5 - dy / 2), x2: num(0.5 + dx / 2), y2: num(0.5 + dy / 2) });
+  stops.forEach((stop, i) => {
+    for (const at of stop.at.length ? stop.at : [`${(100 * i) / Math.max(1, stops.length - 1)}%`]) {
+      const f = at.endsWith("%") ? parseFloat(at) / 100 : parseFloat(at) / length;
+      w.add(paint, "stop", { offset: num(Math.max(0, Math.min(1, f || 0))), "stop-color": stop.colour });
+    }
+  });
+  return `url(#${id})`;
+}
+
+/** An outline (the chosen token's ring): a stroke around the box, outside its border. */
+function drawOutline(w, parent, box, cs) {
+  const width = parseFloat(cs.outlineWidth) || 0;
+  if (cs.outlineStyle === "none" || !width || !visibleColour(cs.outlineColor)) return;
+  const out = (parseFloat(cs.outlineOffset) || 0) + width / 2;
+  w.add(parent, "rect", { x: num(box.x - out), y: num(box.y - out), width: num(box.width + 2 * out), height: num(box.height + 2 * out),
+    fill: "none", stroke: cs.outlineColor, "stroke-width": num(width) });
+}
+
 /** A box's background and borders: one <rect>, or one line per side when the sides differ. */
 function drawBox(w, parent, box, cs) {
   const sides = ["Top", "Right", "Bottom", "Left"].map((s) => ({
@@ -65,6 +115,8 @@ function drawBox(w, parent, box, cs) {
       stroke: same ? sides[0].colour : null, "stroke-width": same ? num(sides[0].width) : null,
       "stroke-dasharray": same && sides[0].style === "dashed" ? "4 3" : same && sides[0].style === "dotted" ? "1 2" : null });
   }
+  const paint = cs.backgroundImage !== "none" ? gradientPaint(w, cs.backgroundImage, box) : null;
+  if (paint) w.add(parent, "rect", { x: num(box.x), y: num(box.y), width: num(box.width), height: num(box.height), rx: radius ? num(radius) : null, fill: paint });
   if (same) return;
   const { x, y, width, height } = box;
   const lines = [[x, y, x + width, y], [x + width, y, x + width, y + height], [x, y + height, x + width, y + height], [x, y, x, y + height]];
@@ -196,7 +248,8 @@ function walk(w, parent, node, origin) {
   const shown = cs.visibility !== "hidden";
   if (node instanceof SVGSVGElement) { if (shown) copySvg(w, parent, node, box); return; }
   if (node instanceof SVGElement) return;  // parts of an SVG are copied with it
-  if (shown && rect.width && rect.height) drawBox(w, parent, box, cs);
+  if (Number(cs.opacity) < 1) parent = w.add(parent, "g", { opacity: cs.opacity });  // a faded row stays faded
+  if (shown && rect.width && rect.height) { drawBox(w, parent, box, cs); drawOutline(w, parent, box, cs); }
   if (node instanceof HTMLCanvasElement) {
     try { w.add(parent, "image", { x: num(box.x), y: num(box.y), width: num(box.width), height: num(box.height), href: node.toDataURL() }); } catch { /* a tainted canvas stays out */ }
     return;
