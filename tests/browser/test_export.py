@@ -1,10 +1,12 @@
 """Export in Chromium: "Download SVG", "Download PNG" and "Copy embed code" under the diagrams, on the article and in embeds."""
 import base64
 import json
+import os
 import re
 import struct
 import urllib.request
 import xml.etree.ElementTree as ET
+from pathlib import Path
 
 import numpy as np
 from playwright.sync_api import expect
@@ -13,6 +15,8 @@ from tests.browser.test_article import collect_frames, run_prompt
 from tests.browser.test_embed import author_page, html, recording  # noqa: F401  (fixtures)
 
 SVG = "{http://www.w3.org/2000/svg}"
+SECTIONS = ["template", "tokens", "embeddings", "positions", "mask", "attention", "layers", "logits", "stages", "filter",
+            "dice", "sequence", "kv", "stream", "stop", "context", "myths", "timeline", "kvcalc", "batch", "speculative", "quant"]
 STEP = 2
 
 
@@ -40,6 +44,8 @@ def download(page, scope, element: str, kind: str) -> bytes:
 def svg_of(page, scope, element: str) -> tuple[ET.Element, list[str]]:
     """The downloaded SVG, parsed as XML (it must parse), and the text of its <text> nodes."""
     data = download(page, scope, element, "svg")
+    if os.environ.get("EXPORT_KEEP"):  # look at them: EXPORT_KEEP=/tmp/dir
+        (Path(os.environ["EXPORT_KEEP"]) / f"{element}.svg").write_bytes(data)
     root = ET.fromstring(data)
     assert root.tag == f"{SVG}svg" and float(root.get("width")) > 100 and float(root.get("height")) > 50
     return root, ["".join(t.itertext()) for t in root.iter(f"{SVG}text")]
@@ -95,6 +101,8 @@ def test_article_replay_exports_svg_png_and_embed_code(page, site_url, recording
     prefill = next(p for p in payloads if p["type"] == "prefill")
     steps = [p for p in payloads if p["type"] == "step"]
     page.context.grant_permissions(["clipboard-read", "clipboard-write"], origin=site_url)
+    refused = []  # the site's own CSP applies (no bypass): the PNG's data: image and the blob: downloads pass it
+    page.on("console", lambda message: refused.append(message.text) if "Content Security Policy" in message.text else None)
     page.goto(f"{site_url}/runs/{run_id}#step={STEP}")
     expect(page.locator("#replay-bar")).to_have_attribute("data-position", str(STEP))
     for element, name in (("he-logits", "data-top-id"), ("he-embeddings", "data-rows"), ("he-attention", "data-heads")):
@@ -112,6 +120,7 @@ def test_article_replay_exports_svg_png_and_embed_code(page, site_url, recording
     box = page.locator("he-logits").bounding_box()
     assert abs(width - 2 * box["width"]) <= 2 and abs(height - 2 * box["height"]) <= 2
     assert len(png) > 5_000
+    assert refused == [], refused
 
     # Copy embed code: the recording, pinned at the step on show; pasted into an author's page it shows that step.
     bar(page, "he-logits").locator("button[data-export=embed]").click()
@@ -125,6 +134,24 @@ def test_article_replay_exports_svg_png_and_embed_code(page, site_url, recording
     assert page.get_attribute("he-logits", "run") == run_id
     assert page.get_attribute("he-logits", "data-step") == str(STEP)
     assert page.get_attribute("he-logits", "data-top-id") == str(steps[STEP - 1]["logits"]["top"][0]["id"])
+    assert not page.errors, page.errors
+
+
+def test_every_section_of_the_article_exports_a_parsing_svg(page, site_url, recording):  # noqa: F811
+    """All 22 sections: each has the three buttons and its SVG parses, with text for its words and ids."""
+    run_id, payloads = recording
+    prefill = next(p for p in payloads if p["type"] == "prefill")
+    page.goto(f"{site_url}/runs/{run_id}#step={STEP}")
+    for section in SECTIONS:
+        element = f"he-{section}"
+        page.locator(element).first.scroll_into_view_if_needed()
+        page.wait_for_selector(f"{element}[data-rendered]", state="attached", timeout=20_000)
+        expect(bar(page, element).locator("button")).to_have_count(3)
+        _, texts = svg_of(page, page, element)
+        assert texts, element
+        if section == "tokens":
+            rest = iter(texts)  # every token id, in order, among the texts
+            assert all(str(t["id"]) in rest for t in prefill["tokens"]), texts
     assert not page.errors, page.errors
 
 
