@@ -249,3 +249,25 @@ def test_embeds_export_svg_and_copy_the_current_view(page, site_url, recording, 
     assert page.get_attribute("he-attention", "data-step") == str(STEP)
     assert page.get_attribute("he-attention", "run") == run_id
     assert not page.errors, page.errors
+
+
+def test_a_finished_live_embed_copies_a_live_snippet_with_its_seed(page, site_url, author_page):  # noqa: F811
+    """A page on another origin cannot save the run: its code is the same prompt and parameters, with the seed it ran on."""
+    prompt = 'Say "hi" <b>now</b> & then'
+    body = f'<he-logits prompt="{prompt.replace(chr(34), "&quot;").replace("<", "&lt;")}" max_new_tokens="3" temperature="0.8" autostart></he-logits>'
+    url = author_page("live.html", html(site_url, body))
+    page.context.grant_permissions(["clipboard-read", "clipboard-write"], origin=url.rsplit("/", 1)[0])
+    frames = collect_frames(page)
+    page.goto(url)
+    page.wait_for_selector("he-logits + .he-embed-caption[data-state=finished]", timeout=90_000)
+    page.wait_for_selector("he-logits[data-top-id]", timeout=20_000)
+    seed = next(f for f in frames if f["type"] == "session")["params"]["seed"]
+    bar(page, "he-logits").locator("button[data-export=embed]").click()
+    expect(bar(page, "he-logits").locator(".he-export-status")).to_have_text("Embed code copied.")
+    snippet = copied(page)
+    # Pasted into a fresh page, the browser parses it back to the same attributes (the prompt's markup stays text).
+    page.goto(author_page("live-pasted.html", "<!DOCTYPE html><title>t</title>" + snippet.split("\n", 1)[1].replace(" autostart", "")))
+    attributes = page.eval_on_selector("he-logits", "e => Object.fromEntries([...e.attributes].map((a) => [a.name, a.value]))")
+    assert attributes == {"prompt": prompt, "max_new_tokens": "3", "temperature": "0.8", "seed": str(seed),
+                          "step": str(sum(f["type"] == "step" for f in frames))}, attributes
+    assert "autostart" in snippet and page.locator("he-logits b").count() == 0
