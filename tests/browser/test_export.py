@@ -271,3 +271,44 @@ def test_a_finished_live_embed_copies_a_live_snippet_with_its_seed(page, site_ur
     assert attributes == {"prompt": prompt, "max_new_tokens": "3", "temperature": "0.8", "seed": str(seed),
                           "step": str(sum(f["type"] == "step" for f in frames))}, attributes
     assert "autostart" in snippet and page.locator("he-logits b").count() == 0
+
+
+SHADOW_DIAGRAM = """async (src) => {
+  const { diagramToSvg } = await import(src);
+  class Fake extends HTMLElement {
+    constructor() {
+      super();
+      const root = this.attachShadow({ mode: "open" });
+      const sheet = new CSSStyleSheet();
+      sheet.replaceSync(`td { border: 1px solid rgb(200, 0, 0); background: rgb(0, 128, 0); color: rgb(1, 2, 3);
+        font: 14px monospace; padding: 4px } circle { fill: rgb(9, 9, 9) }`);
+      root.adoptedStyleSheets = [sheet];
+      const table = document.createElement("table");
+      for (const row of [["</text><script>alert(1)</script>", "0.123"], ["id 42", "9.87"]]) {
+        const tr = table.insertRow();
+        for (const value of row) tr.insertCell().textContent = value;
+      }
+      const svg = document.createElementNS("http://www.w3.org/2000/svg", "svg");
+      svg.setAttribute("width", "20"); svg.setAttribute("height", "20");
+      const dot = document.createElementNS("http://www.w3.org/2000/svg", "circle");
+      dot.setAttribute("cx", "10"); dot.setAttribute("cy", "10"); dot.setAttribute("r", "5");
+      svg.append(dot);
+      root.append(table, svg);
+    }
+  }
+  customElements.define("he-fake", Fake);
+  return diagramToSvg(document.querySelector("he-fake")).svg;
+}"""
+
+
+def test_export_walks_an_open_shadow_root_and_keeps_markup_as_text(page, site_url, author_page):  # noqa: F811
+    """An element drawn in an open shadow root with its own stylesheet: its table's cells, text and inline SVG export."""
+    page.goto(author_page("shadow.html", '<!DOCTYPE html><html lang="en"><title>t</title><body><he-fake></he-fake></body></html>'))
+    root = ET.fromstring(page.evaluate(SHADOW_DIAGRAM, f"{site_url}/static/js/lib/export.js").encode())
+    texts = {"".join(t.itertext()): t for t in root.iter(f"{SVG}text")}
+    assert {"</text><script>alert(1)</script>", "0.123", "id 42", "9.87"} <= set(texts), texts
+    assert texts["9.87"].get("fill") == "rgb(1, 2, 3)" and texts["9.87"].get("font-size") == "14px"
+    assert not list(root.iter(f"{SVG}script")) and not list(root.iter("script"))
+    cells = [r for r in root.iter(f"{SVG}rect") if r.get("fill") == "rgb(0, 128, 0)"]
+    assert len(cells) == 4 and all(r.get("stroke") == "rgb(200, 0, 0)" for r in cells)
+    assert [c.get("fill") for c in root.iter(f"{SVG}circle")] == ["rgb(9, 9, 9)"]  # inline SVG, with its computed paint
