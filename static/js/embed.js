@@ -104,7 +104,7 @@ function drive(element) {
     .catch((err) => console.warn(`Hit Enter: diagram ${element.localName} did not load`, err));
   if (first && feed instanceof LiveFeed) addPromptBox(element, feed);
   feed.attach(element);
-  addExportBar(element, { source: async () => sourceOfFeed(feed), iframe: isEmbedPage() });
+  addExportBar(element, { source: async () => sourceOfFeed(feed, element), iframe: isEmbedPage() });
   addCaption(element, feed);
   if (feed instanceof LiveFeed && element.hasAttribute("autostart") && !feed.started) feed.start();
 }

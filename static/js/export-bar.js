@@ -6,6 +6,8 @@ import { el } from "./lib/base-element.js";
 const EMBED_SCRIPT = new URL("./embed.js", import.meta.url).href;
 const HOST = new URL(import.meta.url).origin;
 const VIEW = ["step", "layer", "head"];  // what an embed snippet pins, read from the diagram's current view
+// The author's own presentation choices (docs/embedding.md), carried over as they are.
+const KEPT = ["theme", "controls", "caption", "article-href"];
 const STYLE = `
 .he-export-bar { display: flex; flex-wrap: wrap; align-items: center; gap: 0.4rem; margin: 0.4rem 0 1rem; font-size: 0.85rem; }
 .he-export-bar button { font: inherit; padding: 0.15rem 0.6rem; cursor: pointer; }
@@ -41,23 +43,30 @@ export function viewOf(element) {
 }
 
 /** `source` ({run} | {example} | {prompt, params}) plus the view, as an element's attributes, in order. */
-function attributesOf(source, view) {
+function attributesOf(source, view, kept) {
   const pairs = [];
   if (source.run) pairs.push(["run", source.run]);
   else if (source.example) pairs.push(["example", source.example]);
+  else if (source.src) pairs.push(["src", source.src]);
   else {
     pairs.push(["prompt", source.prompt ?? ""]);
     for (const [name, value] of Object.entries(source.params ?? {})) if (value != null) pairs.push([name, value]);
     pairs.push(["autostart", ""]);
   }
   for (const name of VIEW) if (view[name] != null) pairs.push([name, view[name]]);
-  return pairs;
+  return [...pairs, ...kept];
+}
+
+/** The presentation attributes the embed was given (an iframe page's come from its query). */
+function keptOf(element, iframe) {
+  const given = iframe ? new URLSearchParams(location.search) : null;
+  return KEPT.map((name) => [name, iframe ? given.get(name) : element.getAttribute(name)]).filter(([, v]) => v != null && v !== "");
 }
 
 /** The snippet for `element` showing `source` at its current view: a custom element, or an iframe. */
 export function embedSnippet(element, source, { iframe = false } = {}) {
   const section = element.localName.replace(/^he-/, "");
-  const pairs = attributesOf(source, viewOf(element));
+  const pairs = attributesOf(source, viewOf(element), keptOf(element, iframe));
   const script = `<script type="module" src=${quote(EMBED_SCRIPT)}></script>`;
   if (iframe) {
     const query = new URLSearchParams(pairs.map(([k, v]) => [k, k === "autostart" ? "1" : String(v)]));
@@ -73,9 +82,10 @@ export function embedSnippet(element, source, { iframe = false } = {}) {
  * What an embed's feed shows, for its embed code: the same recording or example, or, for a finished live run,
  * the same prompt and parameters with the seed it ran with (an embed on another page cannot save the run).
  */
-export function sourceOfFeed(feed) {
+export function sourceOfFeed(feed, element) {
   if (feed.runId) return { run: feed.runId };
   if (feed.example) return { example: feed.example };
+  if (element?.getAttribute("src")) return { src: new URL(element.getAttribute("src"), document.baseURI).href };
   if (feed.phase !== "finished") throw new Error("the run has not finished: copy the embed code once it has");
   const seed = feed.state.session?.params?.seed;
   return { prompt: feed.prompt, params: { ...feed.params, ...(seed != null ? { seed } : {}) } };

@@ -203,7 +203,7 @@ def test_embeds_export_svg_and_copy_the_current_view(page, site_url, recording, 
     run_id, payloads = recording
     prefill = next(p for p in payloads if p["type"] == "prefill")
     steps = [p for p in payloads if p["type"] == "step"]
-    body = (f'<he-attention run="{run_id}" step="{STEP}"></he-attention><he-embeddings run="{run_id}"></he-embeddings>'
+    body = (f'<he-attention run="{run_id}" step="{STEP}" theme="light"></he-attention><he-embeddings run="{run_id}"></he-embeddings>'
             f'<iframe data-he-embed src="{site_url}/embed/logits/?run={run_id}&step={STEP}"></iframe>')
     url = author_page("exports.html", html(site_url, body))
     origin = url.split("/exports.html")[0]
@@ -243,6 +243,7 @@ def test_embeds_export_svg_and_copy_the_current_view(page, site_url, recording, 
     attributes = dict(re.findall(r'(\w+)="([^"]*)"', tag.group(1)))
     assert attributes["run"] == run_id and attributes["step"] == str(STEP)
     assert attributes["layer"] == "0" and attributes["head"] == head
+    assert attributes["theme"] == "light"  # the author's presentation choices travel with it
     page.goto(author_page("pasted-attention.html", html(site_url, "").replace(
         f'<script type="module" src="{site_url}/static/js/embed.js"></script>', "").replace("</body>", snippet + "</body>")))
     page.wait_for_selector("he-attention[data-heads]", timeout=20_000)
