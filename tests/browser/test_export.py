@@ -294,7 +294,10 @@ SHADOW_DIAGRAM = """async (src) => {
       const dot = document.createElementNS("http://www.w3.org/2000/svg", "circle");
       dot.setAttribute("cx", "10"); dot.setAttribute("cy", "10"); dot.setAttribute("r", "5");
       svg.append(dot);
-      root.append(table, svg);
+      const hidden = document.createElement("span");  // the pattern of .he-sr-only: for screen readers, not the picture
+      hidden.style.cssText = "position: absolute; width: 1px; height: 1px; overflow: hidden; clip-path: inset(50%)";
+      hidden.textContent = "announced only";
+      root.append(table, svg, hidden);
     }
   }
   customElements.define("he-fake", Fake);
@@ -308,6 +311,7 @@ def test_export_walks_an_open_shadow_root_and_keeps_markup_as_text(page, site_ur
     root = ET.fromstring(page.evaluate(SHADOW_DIAGRAM, f"{site_url}/static/js/lib/export.js").encode())
     texts = {"".join(t.itertext()): t for t in root.iter(f"{SVG}text")}
     assert {"</text><script>alert(1)</script>", "0.123", "id 42", "9.87"} <= set(texts), texts
+    assert "announced only" not in texts
     assert texts["9.87"].get("fill") == "rgb(1, 2, 3)" and texts["9.87"].get("font-size") == "14px"
     assert not list(root.iter(f"{SVG}script")) and not list(root.iter("script"))
     cells = [r for r in root.iter(f"{SVG}rect") if r.get("fill") == "rgb(0, 128, 0)"]

@@ -245,6 +245,7 @@ function walk(w, parent, node, origin) {
   if (cs.display === "none" || Number(cs.opacity) === 0) return;
   const rect = node.getBoundingClientRect();
   const box = { x: rect.left - origin.x, y: rect.top - origin.y, width: rect.width, height: rect.height };
+  if (cs.position === "absolute" && rect.width <= 1 && rect.height <= 1 && cs.overflowX !== "visible") return;  // screen-reader-only text
   const shown = cs.visibility !== "hidden";
   if (node instanceof SVGSVGElement) { if (shown) copySvg(w, parent, node, box); return; }
   if (node instanceof SVGElement) return;  // parts of an SVG are copied with it
