@@ -10,6 +10,7 @@ import { StepBar, stepFromUrl } from "./step-bar.js";
 import { fillRunWords } from "./run-words.js";
 import { addMessage, bindRanges, bindRunKeys, fillPromptForm, readMessages, readParams } from "./prompt-form.js";
 import { SECTIONS } from "./embed-driver.js";
+import { addExportBar } from "./export-bar.js";
 
 const ELEMENTS = [...SECTIONS.map((section) => `he-${section}`), "he-pipeline"];
 const DEFAULT_MESSAGES = [{ role: "user", content: "The mole on my face may need a biopsy. Explain this simply." }];
@@ -45,6 +46,20 @@ function feedDiagrams(only) {
     if (only && node.localName !== only) continue;
     if (customElements.get(node.localName)) node.data = state;
   }
+}
+
+/** What a copied embed code shows: the recording or example on show, or this page's finished run, saved first. */
+async function embedSource() {
+  if (mode === "recording") return { run: document.querySelector("[data-run-id]").dataset.runId };
+  if (mode === "example" && $("#example-bar")?.dataset.example) return { example: $("#example-bar").dataset.example };
+  if (mode !== "live" || !recorder) throw new Error("nothing has run yet");
+  if (!state.done) throw new Error("the run is still going: copy the embed code once it has finished");
+  return { run: (await recorder.savedRun()).id };
+}
+
+/** "Download SVG", "Download PNG" and "Copy embed code" under every section's diagram (the sticky pipeline strip is navigation). */
+function addExportBars() {
+  for (const node of diagrams) if (SECTIONS.includes(node.localName.slice(3))) addExportBar(node, { source: embedSource });
 }
 
 function loadElements() {
@@ -353,6 +368,7 @@ function loadExamples(indexUrl) {
 
 function init() {
   findDiagrams();
+  addExportBars();
   loadElements();
   bindReadout();
   document.addEventListener("he-request", (e) => { if (e.detail) request(e.detail); });

@@ -8,6 +8,7 @@
 // <iframe data-he-embed> embeds from their `he-embed-size` messages, and is the script of those iframes.
 import { FeedRegistry, LiveFeed, SECTIONS, anchorOf } from "./embed-driver.js";
 import { el } from "./lib/base-element.js";
+import { addExportBar, sourceOfFeed } from "./export-bar.js";
 
 const ORIGIN = new URL(import.meta.url).origin;
 const STYLESHEETS = ["css/site.css", "css/elements-b.css", "css/elements-serving.css"];
@@ -103,6 +104,7 @@ function drive(element) {
     .catch((err) => console.warn(`Hit Enter: diagram ${element.localName} did not load`, err));
   if (first && feed instanceof LiveFeed) addPromptBox(element, feed);
   feed.attach(element);
+  addExportBar(element, { source: async () => sourceOfFeed(feed, element), iframe: isEmbedPage() });
   addCaption(element, feed);
   if (feed instanceof LiveFeed && element.hasAttribute("autostart") && !feed.started) feed.start();
 }

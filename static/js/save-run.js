@@ -12,6 +12,7 @@ export class RunRecorder {
     this.link = link;
     this.payloads = [];
     this.request = null; // {messages, params} of the run being recorded
+    this.saved = null;   // {id, url} once the current run is saved (an embed code saves it at most once)
     button.addEventListener("click", () => this.save());
   }
 
@@ -20,25 +21,36 @@ export class RunRecorder {
     if (!RECORDED.has(msg.type)) return;
     if (msg.type === "session") { this.payloads = []; this.request = request; this.link.hidden = true; }
     this.payloads.push(msg);
+    this.saved = null; // the recording grew (a fork's steps too): a later embed code saves it again
   }
 
   update(done) { this.button.disabled = !done || !this.request; }
 
   async save() {
     this.button.disabled = true;
-    const session = this.payloads[0];
-    const body = { ...this.request, seed: session.params.seed, model_spec: session.model.spec, payloads: this.payloads };
     try {
-      const response = await fetch("/api/runs", { method: "POST", body: JSON.stringify(body), credentials: "same-origin",
-        headers: { "Content-Type": "application/json", "X-CSRFToken": csrfToken() } });
-      const answer = await response.json();
-      if (!response.ok) throw new Error(answer.error?.message || `HTTP ${response.status}`);
-      this.link.href = answer.url;
-      this.link.textContent = `Saved: ${location.origin}${answer.url}`;
+      await this.savedRun();
     } catch (err) {
       this.link.removeAttribute("href");
       this.link.textContent = `Not saved: ${err.message}`;
     }
     this.link.hidden = false;
+  }
+
+  /** The current run's {id, url}, posted to /api/runs the first time it is asked for; throws why not. */
+  async savedRun() {
+    if (this.saved) return this.saved;
+    const session = this.payloads[0];
+    if (!session || !this.request) throw new Error("there is no finished run of this page to save");
+    const body = { ...this.request, seed: session.params.seed, model_spec: session.model.spec, payloads: this.payloads };
+    const response = await fetch("/api/runs", { method: "POST", body: JSON.stringify(body), credentials: "same-origin",
+      headers: { "Content-Type": "application/json", "X-CSRFToken": csrfToken() } });
+    const answer = await response.json();
+    if (!response.ok) throw new Error(answer.error?.message || `HTTP ${response.status}`);
+    this.saved = { id: answer.id, url: answer.url };
+    this.link.href = answer.url;
+    this.link.textContent = `Saved: ${location.origin}${answer.url}`;
+    this.link.hidden = false;
+    return this.saved;
   }
 }

@@ -1,0 +1,323 @@
+// A rendered diagram as a standalone SVG, whatever drew it: HTML boxes become <rect>s, text runs become
+// <text> (text stays text, set through textContent, never markup), inline <svg> and <canvas> are copied in
+// place. PNG = that SVG drawn on a canvas. Used by export-bar.js on the article and in embeds.
+const SVG_NS = "http://www.w3.org/2000/svg";
+const SKIP = new Set(["SCRIPT", "STYLE", "TEMPLATE", "LINK", "META", "OPTION", "DATALIST", "NOSCRIPT"]);
+const FORM = new Set(["SELECT", "INPUT", "TEXTAREA"]);
+// Computed properties copied onto an inline SVG's parts: its stylesheet rules do not travel with it.
+const SVG_PROPS = ["fill", "fill-opacity", "stroke", "stroke-width", "stroke-opacity", "stroke-dasharray", "opacity",
+  "font-family", "font-size", "font-weight", "text-anchor", "dominant-baseline"];
+
+const visibleColour = (c) => Boolean(c) && c !== "transparent" && !/rgba\([^)]*,\s*0\)$/.test(c);
+const num = (x) => String(Math.round(x * 100) / 100);
+
+/** Build SVG nodes in one XML document, so serialising escapes every text and attribute. */
+class SvgWriter {
+  constructor(width, height) {
+    this.doc = document.implementation.createDocument(SVG_NS, "svg", null);
+    this.root = this.doc.documentElement;
+    this.set(this.root, { width: num(width), height: num(height), viewBox: `0 0 ${num(width)} ${num(height)}` });
+    this.clips = 0;
+    this.paints = 0;
+  }
+
+  set(node, attrs) {
+    for (const [k, v] of Object.entries(attrs)) if (v != null && v !== "") node.setAttribute(k, String(v));
+    return node;
+  }
+
+  add(parent, tag, attrs = {}, text) {
+    const node = this.set(this.doc.createElementNS(SVG_NS, tag), attrs);
+    if (text != null) node.textContent = text;
+    parent.append(node);
+    return node;
+  }
+
+  /** A group clipped to one box (an overflow container shows only what is inside it). */
+  clip(parent, box) {
+    const id = `he-clip-${++this.clips}`;
+    const path = this.add(this.root, "clipPath", { id });
+    this.add(path, "rect", { x: num(box.x), y: num(box.y), width: num(box.width), height: num(box.height) });
+    return this.add(parent, "g", { "clip-path": `url(#${id})` });
+  }
+}
+
+/** The colour behind `node`: the first opaque background up its ancestors (white if none). */
+export function backdrop(node) {
+  for (let n = node; n; n = n.parentElement ?? n.getRootNode?.().host) {
+    const c = getComputedStyle(n).backgroundColor;
+    if (visibleColour(c)) return c;
+  }
+  return "#fff";
+}
+
+/** A CSS value split at its top-level commas (not those inside rgb(…)). */
+function splitTop(text) {
+  const out = [];
+  let depth = 0, start = 0;
+  for (let i = 0; i < text.length; i++) {
+    if (text[i] === "(") depth++;
+    else if (text[i] === ")") depth--;
+    else if (text[i] === "," && !depth) { out.push(text.slice(start, i).trim()); start = i + 1; }
+  }
+  out.push(text.slice(start).trim());
+  return out;
+}
+
+const SIDES = { "to top": 0, "to right": 90, "to bottom": 180, "to left": 270 };
+
+/** A background's linear gradient (a bar drawn as one) as an SVG paint; a repeating one (hatching) as its first colour. */
+function gradientPaint(w, image, box) {
+  const match = /^(repeating-)?linear-gradient\((.*)\)$/.exec(splitTop(image)[0]);
+  if (!match) return null;
+  const parts = splitTop(match[2]);
+  let angle = 180;
+  if (/deg$/.test(parts[0])) angle = parseFloat(parts.shift());
+  else if (/^to /.test(parts[0])) angle = SIDES[parts.shift()] ?? 180;
+  const stops = parts.map((part) => /^(rgba?\([^)]*\)|#[0-9a-f]+|[a-z]+)\s*(.*)$/i.exec(part)).filter(Boolean)
+    .map(([, colour, at]) => ({ colour, at: at.split(/\s+/).filter(Boolean) }));
+  if (!stops.length) return null;
+  if (match[1]) return stops[0].colour;
+  const rad = (angle * Math.PI) / 180, dx = Math.sin(rad), dy = -Math.cos(rad);
+  const length = Math.abs(box.width * dx) + Math.abs(box.height * dy) || 1;
+  const id = `he-paint-${++w.paints}`;
+  const paint = w.add(w.root, "linearGradient", { id, x1: num(0.5 - dx / 2), y1: num(0.5 - dy / 2), x2: num(0.5 + dx / 2), y2: num(0.5 + dy / 2) });
+  stops.forEach((stop, i) => {
+    for (const at of stop.at.length ? stop.at : [`${(100 * i) / Math.max(1, stops.length - 1)}%`]) {
+      const f = at.endsWith("%") ? parseFloat(at) / 100 : parseFloat(at) / length;
+      w.add(paint, "stop", { offset: num(Math.max(0, Math.min(1, f || 0))), "stop-color": stop.colour });
+    }
+  });
+  return `url(#${id})`;
+}
+
+/** An outline (the chosen token's ring): a stroke around the box, outside its border. */
+function drawOutline(w, parent, box, cs) {
+  const width = parseFloat(cs.outlineWidth) || 0;
+  if (cs.outlineStyle === "none" || !width || !visibleColour(cs.outlineColor)) return;
+  const out = (parseFloat(cs.outlineOffset) || 0) + width / 2;
+  w.add(parent, "rect", { x: num(box.x - out), y: num(box.y - out), width: num(box.width + 2 * out), height: num(box.height + 2 * out),
+    fill: "none", stroke: cs.outlineColor, "stroke-width": num(width) });
+}
+
+/** A box's background and borders: one <rect>, or one line per side when the sides differ. */
+function drawBox(w, parent, box, cs) {
+  const sides = ["Top", "Right", "Bottom", "Left"].map((s) => ({
+    width: parseFloat(cs[`border${s}Width`]) || 0, colour: cs[`border${s}Color`], style: cs[`border${s}Style`] }));
+  const shown = sides.map((s) => s.width > 0 && s.style !== "none" && s.style !== "hidden" && visibleColour(s.colour));
+  const radius = parseFloat(cs.borderTopLeftRadius) || 0;
+  const fill = visibleColour(cs.backgroundColor) ? cs.backgroundColor : null;
+  const same = shown.every(Boolean) && sides.every((s) => s.width === sides[0].width && s.colour === sides[0].colour);
+  if (fill || same) {
+    const inset = same ? sides[0].width / 2 : 0;
+    w.add(parent, "rect", { x: num(box.x + inset), y: num(box.y + inset), width: num(Math.max(0, box.width - 2 * inset)),
+      height: num(Math.max(0, box.height - 2 * inset)), rx: radius ? num(radius) : null, fill: fill ?? "none",
+      stroke: same ? sides[0].colour : null, "stroke-width": same ? num(sides[0].width) : null,
+      "stroke-dasharray": same && sides[0].style === "dashed" ? "4 3" : same && sides[0].style === "dotted" ? "1 2" : null });
+  }
+  const paint = cs.backgroundImage !== "none" ? gradientPaint(w, cs.backgroundImage, box) : null;
+  if (paint) w.add(parent, "rect", { x: num(box.x), y: num(box.y), width: num(box.width), height: num(box.height), rx: radius ? num(radius) : null, fill: paint });
+  if (same) return;
+  const { x, y, width, height } = box;
+  const lines = [[x, y, x + width, y], [x + width, y, x + width, y + height], [x, y + height, x + width, y + height], [x, y, x, y + height]];
+  sides.forEach((s, i) => {
+    if (!shown[i]) return;
+    const [x1, y1, x2, y2] = lines[i];
+    const half = s.width / 2 * (i === 0 || i === 3 ? 1 : -1);  // draw inside the box
+    const dx = i % 2 ? half : 0, dy = i % 2 ? 0 : half;
+    w.add(parent, "line", { x1: num(x1 + dx), y1: num(y1 + dy), x2: num(x2 + dx), y2: num(y2 + dy), stroke: s.colour, "stroke-width": num(s.width) });
+  });
+}
+
+const measurer = document.createElement("canvas").getContext("2d");
+
+/** Where the baseline sits in a line box of `height` for this font (its ascent's share of the box). */
+function baseline(cs, top, height) {
+  measurer.font = cs.font || `${cs.fontSize} ${cs.fontFamily}`;
+  const m = measurer.measureText("Hg");
+  const ascent = m.fontBoundingBoxAscent || parseFloat(cs.fontSize) * 0.8;
+  const descent = m.fontBoundingBoxDescent || parseFloat(cs.fontSize) * 0.2;
+  return top + (height * ascent) / (ascent + descent);
+}
+
+function transform(text, cs) {
+  if (cs.textTransform === "uppercase") return text.toUpperCase();
+  if (cs.textTransform === "lowercase") return text.toLowerCase();
+  return text;
+}
+
+/** One <text> per line a text node occupies (a wrapped caption is several lines), at its on-screen place. */
+function drawText(w, parent, textNode, cs, origin) {
+  const raw = textNode.data;
+  const pre = /pre/.test(cs.whiteSpace);
+  if (!raw.trim()) return;
+  const range = document.createRange();
+  range.selectNodeContents(textNode);
+  const rects = [...range.getClientRects()].filter((r) => r.width > 0 && r.height > 0);
+  if (!rects.length) return;
+  const vertical = /^(vertical|sideways)/.test(cs.writingMode);
+  const lines = rects.length > 1 && !vertical ? splitLines(textNode, range, pre) : [trimmedLine(textNode, range, pre)];
+  for (const line of lines) {
+    const text = transform(pre ? line.text : line.text.replace(/\s+/g, " "), cs);
+    if (!text || !line.rect) continue;
+    const r = line.rect;
+    const attrs = { fill: cs.color, "font-family": cs.fontFamily, "font-size": cs.fontSize,
+      "font-weight": cs.fontWeight !== "400" ? cs.fontWeight : null, "font-style": cs.fontStyle !== "normal" ? cs.fontStyle : null,
+      "xml:space": pre ? "preserve" : null, lengthAdjust: text.length > 1 ? "spacingAndGlyphs" : null };
+    if (vertical) Object.assign(attrs, verticalPlace(cs, r, origin), { textLength: text.length > 1 ? num(r.height) : null });
+    else Object.assign(attrs, { x: num(r.left - origin.x), y: num(baseline(cs, r.top, r.height) - origin.y), textLength: text.length > 1 ? num(r.width) : null });
+    w.add(parent, "text", attrs, text);
+  }
+}
+
+/** Sideways text (a matrix's column labels): turned a quarter, read upwards when the box is turned half a turn. */
+function verticalPlace(cs, r, origin) {
+  const upwards = /^matrix\(-1,/.test(cs.transform.replace(/\s/g, "")) || cs.writingMode === "sideways-lr";
+  const across = baseline(cs, 0, r.width);  // the baseline's distance from the glyphs' top side
+  const x = (upwards ? r.left + across : r.right - across) - origin.x;
+  const y = (upwards ? r.bottom : r.top) - origin.y;
+  return { x: num(x), y: num(y), transform: `rotate(${upwards ? -90 : 90} ${num(x)} ${num(y)})` };
+}
+
+/** A one-line text node: its text without the collapsed spaces at its ends, and the box of what is left. */
+function trimmedLine(textNode, range, pre) {
+  const raw = textNode.data;
+  const first = pre ? 0 : raw.search(/\S/);
+  const last = pre ? raw.length : raw.trimEnd().length;
+  range.setStart(textNode, first);
+  range.setEnd(textNode, last);
+  const rect = range.getBoundingClientRect();
+  return { text: raw.slice(first, last), rect: rect.width || rect.height ? rect : null };
+}
+
+/** A wrapped text node's lines: characters grouped by the line box they fall in, boxed without edge spaces. */
+function splitLines(textNode, range, pre) {
+  const lines = [];
+  let current = null;
+  for (let i = 0; i < textNode.length; i++) {
+    const ch = textNode.data[i];
+    range.setStart(textNode, i);
+    range.setEnd(textNode, i + 1);
+    const r = [...range.getClientRects()].find((b) => b.height > 0);
+    if (!r || (!pre && /\s/.test(ch))) { if (current) current.text += ch; continue; }
+    if (!current || r.top >= current.bottom - 1) {
+      current = { text: "", rect: null, bottom: r.bottom };
+      lines.push(current);
+    }
+    current.text += ch;
+    const box = current.rect;
+    current.rect = box ? new DOMRect(Math.min(box.left, r.left), Math.min(box.top, r.top),
+      Math.max(box.right, r.right) - Math.min(box.left, r.left), Math.max(box.bottom, r.bottom) - Math.min(box.top, r.top)) : DOMRect.fromRect(r);
+  }
+  for (const line of lines) line.text = pre ? line.text.replace(/[\r\n]/g, "") : line.text.trim();
+  return lines;
+}
+
+/** An inline <svg>, copied as it is into place, with its computed paint written onto each part. */
+function copySvg(w, parent, svg, box) {
+  const copy = w.doc.importNode(svg, true);
+  const originals = [svg, ...svg.querySelectorAll("*")];
+  const copies = [copy, ...copy.querySelectorAll("*")];
+  originals.forEach((node, i) => {
+    const cs = getComputedStyle(node);
+    for (const prop of SVG_PROPS) {
+      const value = cs.getPropertyValue(prop);
+      if (value && !copies[i].hasAttribute(prop)) copies[i].setAttribute(prop, value);
+    }
+    copies[i].removeAttribute("style");
+    copies[i].removeAttribute("class");
+  });
+  w.set(copy, { x: num(box.x), y: num(box.y), width: num(box.width), height: num(box.height) });
+  parent.append(copy);
+}
+
+/** What a form control shows: the chosen option of a <select>, an input's value. */
+function controlText(node) {
+  if (node.tagName === "SELECT") return node.selectedOptions[0]?.textContent ?? "";
+  if (node.type === "checkbox" || node.type === "radio") return node.checked ? "☑" : "☐";
+  if (node.type === "range" || node.type === "hidden" || node.type === "password") return "";
+  return node.value ?? "";
+}
+
+function walk(w, parent, node, origin) {
+  if (!(node instanceof Element) || SKIP.has(node.tagName)) return;
+  const cs = getComputedStyle(node);
+  if (cs.display === "none" || Number(cs.opacity) === 0) return;
+  const rect = node.getBoundingClientRect();
+  const box = { x: rect.left - origin.x, y: rect.top - origin.y, width: rect.width, height: rect.height };
+  if (cs.position === "absolute" && rect.width <= 1 && rect.height <= 1 && cs.overflowX !== "visible") return;  // screen-reader-only text
+  const shown = cs.visibility !== "hidden";
+  if (node instanceof SVGSVGElement) { if (shown) copySvg(w, parent, node, box); return; }
+  if (node instanceof SVGElement) return;  // parts of an SVG are copied with it
+  if (Number(cs.opacity) < 1) parent = w.add(parent, "g", { opacity: cs.opacity });  // a faded row stays faded
+  if (shown && rect.width && rect.height) { drawBox(w, parent, box, cs); drawOutline(w, parent, box, cs); }
+  if (node instanceof HTMLCanvasElement) {
+    try { w.add(parent, "image", { x: num(box.x), y: num(box.y), width: num(box.width), height: num(box.height), href: node.toDataURL() }); } catch { /* a tainted canvas stays out */ }
+    return;
+  }
+  if (FORM.has(node.tagName)) {
+    const text = controlText(node);
+    if (shown && text) {
+      w.add(parent, "text", { x: num(box.x + 6), y: num(baseline(cs, rect.top, rect.height) - origin.y), fill: cs.color,
+        "font-family": cs.fontFamily, "font-size": cs.fontSize }, text);
+    }
+    return;
+  }
+  const clipped = cs.overflowX !== "visible" || cs.overflowY !== "visible";
+  const into = clipped && rect.width && rect.height ? w.clip(parent, box) : parent;
+  const children = node.shadowRoot ? node.shadowRoot.childNodes : node.childNodes;
+  for (const child of children) {
+    if (child.nodeType === Node.TEXT_NODE) { if (shown) drawText(w, into, child, cs, origin); }
+    else if (child instanceof HTMLSlotElement) for (const slotted of child.assignedNodes({ flatten: true })) visit(w, into, slotted, cs, origin);
+    else walk(w, into, child, origin);
+  }
+}
+
+function visit(w, parent, node, cs, origin) {
+  if (node.nodeType === Node.TEXT_NODE) drawText(w, parent, node, cs, origin);
+  else walk(w, parent, node, origin);
+}
+
+/** The diagram `element` as it is drawn now: {svg (text), width, height} in CSS pixels. */
+export function diagramToSvg(element, title = element.localName) {
+  const rect = element.getBoundingClientRect();
+  const origin = { x: rect.left, y: rect.top };
+  const w = new SvgWriter(rect.width, rect.height);
+  w.add(w.root, "title", {}, title);
+  w.add(w.root, "rect", { x: 0, y: 0, width: num(rect.width), height: num(rect.height), fill: backdrop(element) });
+  const cs = getComputedStyle(element);
+  drawBox(w, w.root, { x: 0, y: 0, width: rect.width, height: rect.height }, cs);
+  const root = element.shadowRoot ?? element;
+  for (const child of root.childNodes) visit(w, w.root, child, cs, origin);
+  const svg = `<?xml version="1.0" encoding="UTF-8"?>\n${new XMLSerializer().serializeToString(w.root)}\n`;
+  return { svg, width: rect.width, height: rect.height };
+}
+
+/** That SVG drawn on a canvas at `scale` (2: sharp on high-density screens) as a PNG blob. */
+export async function svgToPng({ svg, width, height }, scale = 2) {
+  const image = new Image();
+  image.decoding = "sync";
+  // A data: URL, which the site's CSP allows for images (img-src 'self' data:); blob: it does not.
+  image.src = `data:image/svg+xml;charset=utf-8,${encodeURIComponent(svg)}`;
+  await image.decode();
+  const canvas = document.createElement("canvas");
+  canvas.width = Math.max(1, Math.round(width * scale));
+  canvas.height = Math.max(1, Math.round(height * scale));
+  const ctx = canvas.getContext("2d");
+  ctx.scale(scale, scale);
+  ctx.drawImage(image, 0, 0, width, height);
+  return new Promise((resolve, reject) => canvas.toBlob((blob) => (blob ? resolve(blob) : reject(new Error("the PNG could not be encoded"))), "image/png"));
+}
+
+/** Save `blob` as a file named `name` (a download through a blob: URL, revoked once used). */
+export function download(blob, name) {
+  const url = URL.createObjectURL(blob);
+  const link = document.createElement("a");
+  link.href = url;
+  link.download = name;
+  link.hidden = true;
+  document.body.append(link);
+  link.click();
+  link.remove();
+  setTimeout(() => URL.revokeObjectURL(url), 60_000);
+}
