@@ -3,19 +3,25 @@
 //   <he-attention run="RUNID"></he-attention>                              a recording, no model
 //   <he-tokens prompt="Why is the sky blue?" autostart></he-tokens>          live, its own session
 //   <he-dice example="biopsy"></he-dice>                                    a shipped example, no model
-// Every he-* element with a `run`, `example` or `prompt` attribute is drawn from its feed (embed-driver.js); each gets
-// a caption linking back to the article, live ones a small prompt box. The script also sizes
+//   <he-dice src="runs/sky.json" step="max-entropy"></he-dice>               any recording file, no server
+// Every he-* element with a `src`, `run`, `example` or `prompt` attribute is drawn from its feed (embed-driver.js);
+// each gets a caption linking back to the article, live ones a small prompt box, stepped ones a step scrubber
+// (`controls`, `caption`: lib/choose.js). One with none of them says so. The script also sizes
 // <iframe data-he-embed> embeds from their `he-embed-size` messages, and is the script of those iframes.
 import { FeedRegistry, LiveFeed, SECTIONS, anchorOf } from "./embed-driver.js";
 import { el } from "./lib/base-element.js";
+import { STEPPED, captionOn, controlsOf, resolveStep } from "./lib/choose.js";
 
 const ORIGIN = new URL(import.meta.url).origin;
 const STYLESHEETS = ["css/site.css", "css/elements-b.css", "css/elements-serving.css"];
 const ELEMENTS = SECTIONS.map((section) => `he-${section}`);
 const SCOPE = `:where(${ELEMENTS.join(", ")})`;
-const DRIVEN = ELEMENTS.flatMap((name) => [`${name}[run]`, `${name}[example]`, `${name}[prompt]`]).join(", ");
+const SOURCES = ["src", "run", "example", "prompt"];
+const DRIVEN = ELEMENTS.flatMap((name) => SOURCES.map((source) => `${name}[${source}]`)).join(", ");
+const NOTHING = "Nothing to show: give this element run=, example=, src= or prompt= (docs/embedding.md)";
 const feeds = new FeedRegistry(ORIGIN);
 const driven = new WeakSet();
+const emptyLines = new WeakMap(); // element -> its "nothing to show" line
 // The iframe page /embed/<section>/ (its template links the styles and the article itself).
 const isEmbedPage = () => document.body?.hasAttribute("data-he-embed-page") ?? false;
 
@@ -57,9 +63,10 @@ function addCaption(element, feed) {
   const caption = el("p", { class: "he-embed-caption" });
   const status = el("span", { class: "he-embed-status", "aria-live": "polite" });
   caption.append(status);
-  if (!isEmbedPage()) {
-    const link = el("a", { href: `${feed.articleUrl}#${anchorOf(element.localName.slice(3))}`, target: "_blank", rel: "noopener" },
-      "Hit Enter — full article");
+  const article = element.getAttribute("article-href") || feed.articleUrl;
+  if (!isEmbedPage() && article) {
+    const href = element.hasAttribute("article-href") ? article : `${article}#${anchorOf(element.localName.slice(3))}`;
+    const link = el("a", { href, target: "_blank", rel: "noopener" }, "Hit Enter — full article");
     caption.append(" ", link);
   }
   element.after(caption);
@@ -69,6 +76,7 @@ function addCaption(element, feed) {
   };
   feed.addEventListener("change", update);
   update();
+  return caption;
 }
 
 /** A small prompt box above the first element of a live feed: the reader can run it on their own words. */
@@ -89,6 +97,49 @@ function addPromptBox(element, feed) {
   feed.addEventListener("change", update);
   update();
   element.before(form);
+  return form;
+}
+
+/** A step scrubber above a stepped diagram: it writes the element's `step` attribute. */
+function addScrubber(element, feed) {
+  const input = el("input", { type: "range", min: "0", max: "0", step: "1", value: "0", "aria-label": "Step" });
+  const out = el("output", { class: "he-embed-step" });
+  const label = el("label", {}, "Step ");
+  label.append(input);
+  const box = el("div", { class: "he-embed-scrubber" });
+  box.append(label, out);
+  input.addEventListener("input", () => element.setAttribute("step", input.value));
+  const update = () => {
+    const steps = feed.state.steps;
+    const k = resolveStep(element.getAttribute("step"), steps) ?? steps.length;
+    input.max = String(steps.length);
+    input.value = String(k);
+    input.disabled = steps.length === 0;
+    out.textContent = steps.length ? (k ? `step ${k} of ${steps.length}` : `the prompt (step 0 of ${steps.length})`) : "no steps yet";
+  };
+  feed.addEventListener("change", update);
+  new MutationObserver(update).observe(element, { attributes: true, attributeFilter: ["step"] });
+  update();
+  element.before(box);
+  return box;
+}
+
+/** The line an element with no source gets instead of an empty box. */
+function sayNothing(element) {
+  if (driven.has(element) || emptyLines.has(element)) return;
+  const line = el("p", { class: "he-embed-caption", "data-state": "empty", role: "note" }, NOTHING);
+  emptyLines.set(element, line);
+  element.after(line);
+}
+
+// Space the diagram keeps before its data (embed.css, --he-reserve per section) covers what is added around it:
+// the element's share shrinks by their height in the same task, so nothing below it moves.
+function keepReserve(element, added) {
+  const around = added.reduce((sum, node) => {
+    const style = getComputedStyle(node);
+    return sum + node.offsetHeight + parseFloat(style.marginTop) + parseFloat(style.marginBottom);
+  }, 0);
+  element.style.minHeight = `max(0px, calc(var(--he-reserve, 0px) - ${Math.ceil(around)}px))`;
 }
 
 // ---- driving the elements -------------------------------------------------------------------
@@ -96,20 +147,32 @@ function addPromptBox(element, feed) {
 function drive(element) {
   if (driven.has(element)) return;
   const feed = feeds.feedFor(element);
-  if (!feed) return;
+  if (!feed) return sayNothing(element);
   driven.add(element);
+  emptyLines.get(element)?.remove();
+  emptyLines.delete(element);
   const first = feed.elements.size === 0;
+  const controls = controlsOf(element.getAttribute("controls"));
+  const live = feed instanceof LiveFeed;
+  element.setAttribute("data-he-eager", "");  // draw off screen too: the embed sizes itself before it is scrolled to
   import(new URL(`./elements/${element.localName}.js`, import.meta.url).href)
     .catch((err) => console.warn(`Hit Enter: diagram ${element.localName} did not load`, err));
-  if (first && feed instanceof LiveFeed) addPromptBox(element, feed);
+  const added = [];
+  if (first && live && controls === "full") added.push(addPromptBox(element, feed));
+  if (controls !== "none" && STEPPED.includes(element.localName.slice(3))) added.push(addScrubber(element, feed));
   feed.attach(element);
-  addCaption(element, feed);
-  if (feed instanceof LiveFeed && element.hasAttribute("autostart") && !feed.started) feed.start();
+  if (captionOn(element.getAttribute("caption"))) added.push(addCaption(element, feed));
+  keepReserve(element, added);
+  // Without a prompt box nothing could press Play: a live diagram with fewer controls runs at once.
+  const autostart = element.hasAttribute("autostart") || controls !== "full";
+  if (live && autostart && !feed.started) feed.start();
 }
 
+const SECTION_SELECTOR = ELEMENTS.join(", ");
+
 function scan(root = document) {
-  if (root.matches?.(DRIVEN)) drive(root);
-  for (const element of root.querySelectorAll(DRIVEN)) drive(element);
+  if (root.matches?.(SECTION_SELECTOR)) drive(root);
+  for (const element of root.querySelectorAll(SECTION_SELECTOR)) drive(element);
 }
 
 /** Elements added later (a page that renders its own content) are driven too; diagrams redrawing are skipped. */
@@ -117,10 +180,11 @@ function watch() {
   const inside = ELEMENTS.join(", ");
   new MutationObserver((records) => {
     for (const record of records) {
+      if (record.type === "attributes") { if (ELEMENTS.includes(record.target.localName)) drive(record.target); continue; }
       if (record.target instanceof Element && record.target.closest(inside)) continue;
       for (const node of record.addedNodes) if (node instanceof Element) scan(node);
     }
-  }).observe(document.documentElement, { childList: true, subtree: true });
+  }).observe(document.documentElement, { childList: true, subtree: true, attributes: true, attributeFilter: SOURCES });
 }
 
 // ---- iframes: the embed page posts its height, the host page sizes the iframe ----------------------
