@@ -133,13 +133,16 @@ function sayNothing(element) {
 }
 
 // Space the diagram keeps before its data (embed.css, --he-reserve per section) covers what is added around it:
-// the element's share shrinks by their height in the same task, so nothing below it moves.
+// the element's share shrinks by their height (kept up as a caption's text wraps), so nothing below it moves.
 function keepReserve(element, added) {
-  const around = added.reduce((sum, node) => {
-    const style = getComputedStyle(node);
-    return sum + node.offsetHeight + parseFloat(style.marginTop) + parseFloat(style.marginBottom);
-  }, 0);
-  element.style.minHeight = `max(0px, calc(var(--he-reserve, 0px) - ${Math.ceil(around)}px))`;
+  const margins = (node) => parseFloat(getComputedStyle(node).marginTop) + parseFloat(getComputedStyle(node).marginBottom);
+  const update = () => {
+    const around = added.reduce((sum, node) => sum + node.offsetHeight + margins(node), margins(element));
+    element.style.minHeight = `max(0px, calc(var(--he-reserve, 0px) - ${Math.ceil(around)}px))`;
+  };
+  const watcher = new ResizeObserver(update);
+  for (const node of added) watcher.observe(node);
+  update();
 }
 
 // ---- driving the elements -------------------------------------------------------------------
@@ -209,6 +212,11 @@ function postHeight() {
     window.parent.postMessage({ type: "he-embed-size", height, section: document.body.dataset.heEmbedPage }, "*");
   };
   new ResizeObserver(post).observe(document.body);
+  // An offscreen cross-origin iframe gets no rendering updates, so no ResizeObserver calls either: changes to
+  // the page post too, from a timer, and the iframe is sized before anyone scrolls to it.
+  let timer = 0;
+  new MutationObserver(() => { clearTimeout(timer); timer = setTimeout(post, 50); })
+    .observe(document.body, { childList: true, subtree: true, attributes: true, characterData: true });
   post();
 }
 

@@ -79,7 +79,9 @@ export class HeElement extends HTMLElement {
   /** At most one render per animation frame, however many messages or scrubs came in between. */
   #schedule() {
     if (this.#frame) return;
-    this.#frame = requestAnimationFrame(() => { this.#frame = 0; if (this.#dirty) this.#renderNow(); });
+    const run = () => { if (!this.#frame) return; this.#frame = 0; if (this.#dirty) this.#renderNow(); };
+    this.#frame = requestAnimationFrame(run);
+    if (this.eager) setTimeout(run, 100); // an offscreen cross-origin iframe gets no animation frames at all
   }
 
   #renderNow() {
