@@ -72,7 +72,8 @@ export const captionOn = (attr) => (attr ?? "").trim().toLowerCase() !== "off";
 export function applyControls(root, mode) {
   for (const control of root.querySelectorAll("button, select, input, textarea")) {
     const target = control.closest("label") ?? control;
-    if (mode === "full") { if (target.dataset.heHidden) { target.hidden = false; delete target.dataset.heHidden; } }
-    else if (!target.hidden) { target.hidden = true; target.dataset.heHidden = "1"; }
+    // Inline and important: a stylesheet's `display` on labels or buttons would beat the hidden attribute.
+    if (mode !== "full") { target.style.setProperty("display", "none", "important"); target.dataset.heHidden = ""; }
+    else if (target.dataset.heHidden != null) { target.style.removeProperty("display"); delete target.dataset.heHidden; }
   }
 }
