@@ -63,16 +63,17 @@ function addCaption(element, feed) {
   const caption = el("p", { class: "he-embed-caption" });
   const status = el("span", { class: "he-embed-status", "aria-live": "polite" });
   caption.append(status);
-  const article = element.getAttribute("article-href") || feed.articleUrl;
-  if (!isEmbedPage() && article) {
-    const href = element.hasAttribute("article-href") ? article : `${article}#${anchorOf(element.localName.slice(3))}`;
-    const link = el("a", { href, target: "_blank", rel: "noopener" }, "Hit Enter — full article");
-    caption.append(" ", link);
-  }
+  // The link: the author's article-href, else where the feed's recording says its replay is (known once loaded).
+  const link = el("a", { target: "_blank", rel: "noopener" }, "Hit Enter — full article");
+  const section = anchorOf(element.localName.slice(3));
   element.after(caption);
   const update = () => {
     caption.dataset.state = feed.phase;
     status.textContent = feed.text;
+    const article = element.getAttribute("article-href") || (feed.articleUrl && `${feed.articleUrl}#${section}`);
+    if (isEmbedPage() || !article) return link.remove();
+    link.href = article;
+    if (!link.isConnected) caption.append(" ", link);
   };
   feed.addEventListener("change", update);
   update();
