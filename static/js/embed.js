@@ -47,8 +47,10 @@ async function injectStyles() {
   const root = document.documentElement;
   if (root.hasAttribute("data-he-embed-styles") || document.querySelector(`link[href$="/static/css/site.css"]`)) return;
   root.setAttribute("data-he-embed-styles", ORIGIN);
-  const link = el("link", { rel: "stylesheet", href: new URL("../css/embed.css", import.meta.url).href });
-  document.head.append(link);
+  // The author may have linked embed.css in the head already (it reserves the diagrams' heights: embed.css).
+  if (!document.querySelector('link[rel=stylesheet][href$="/css/embed.css"]')) {
+    document.head.append(el("link", { rel: "stylesheet", href: new URL("../css/embed.css", import.meta.url).href }));
+  }
   const texts = await Promise.all(STYLESHEETS.map((path) =>
     fetch(new URL(`../${path}`, import.meta.url)).then((r) => (r.ok ? r.text() : ""))));
   const sheet = new CSSStyleSheet();
