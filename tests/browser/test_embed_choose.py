@@ -66,6 +66,11 @@ def entropy(step: dict) -> float:
     return -sum(p * math.log(p) for p in probs) + (rest * math.log(1 / min(probs)) if rest > 1e-9 else 0.0)
 
 
+def shown(locator) -> str:
+    """The text a diagram shows, in its shadow root or in itself."""
+    return locator.evaluate("e => (e.shadowRoot ?? e).textContent")
+
+
 def no_requests_to(page, url: str) -> list:
     seen = []
     page.on("request", lambda request: seen.append(request.url) if request.url.startswith(url) else None)
@@ -108,7 +113,7 @@ def test_dice_and_stages_show_the_chosen_step(page, blog):
     page.wait_for_selector("he-stages[data-stage-count]", timeout=20_000)
     page.wait_for_selector("he-dice[data-rendered]", timeout=20_000)
     assert page.get_attribute("he-dice", "data-step") == "2"
-    assert greedy[1]["token"]["text"].replace(" ", "\u2423") in page.inner_text("he-dice")
+    assert greedy[1]["token"]["text"].replace(" ", "\u2423") in shown(page.locator("he-dice"))
     assert page.get_attribute("he-stages", "data-step") == str(most)
 
 
@@ -177,7 +182,8 @@ def test_controls_and_caption(page, blog):
         assert page.locator(f"#{name}").locator(following).get_attribute("class") == "he-embed-caption"
     # Back to full: the controls come back.
     page.eval_on_selector("#none", "e => e.setAttribute('controls', 'full')")
-    page.wait_for_function("() => [...document.querySelectorAll('#none select')].every((s) => s.checkVisibility())")
+    page.wait_for_function("""() => { const e = document.querySelector('#none'), menus = (e.shadowRoot ?? e).querySelectorAll('select');
+        return menus.length === 2 && [...menus].every((s) => s.checkVisibility()); }""")
 
 
 def test_iframe_takes_the_same_choices(page, site_url, recording, blog):
@@ -203,7 +209,7 @@ def test_attributes_show_before_any_run_and_nothing_to_show_is_said(page, blog):
     page.wait_for_selector("he-stages[data-rendered]", timeout=20_000)
     temperature = page.locator("he-stages").get_by_role("slider", name="temperature")
     assert temperature.input_value() == "0.7"
-    assert "Temperature0.70" in page.inner_text("he-stages").replace(" ", "").replace("\n", "")
+    assert "Temperature0.70" in "".join(shown(page.locator("he-stages")).split())
     assert sockets == []  # nothing ran: no Play, no autostart
     line = page.locator("he-logits + p")
     assert line.inner_text() == NOTHING and line.is_visible()
@@ -258,7 +264,7 @@ def test_saved_static_iframe_page_works_with_no_server(page, site_url, recording
     frame = page.frame_locator("iframe")
     frame.locator("he-dice[data-rendered]").wait_for(timeout=20_000)
     assert frame.locator("he-dice").get_attribute("data-step") == "2"
-    assert steps[1]["token"]["text"].replace(" ", "\u2423") in frame.locator("he-dice").inner_text()
+    assert steps[1]["token"]["text"].replace(" ", "\u2423") in shown(frame.locator("he-dice"))
     assert frame.locator(".he-embed-caption").get_attribute("data-state") == "replay"
     assert frame.get_by_role("link", name="Hit Enter — full article").get_attribute("href") == f"{site_url}/runs/{run_id}#dice"
     page.wait_for_function("() => document.querySelector('iframe').clientHeight > 300", timeout=15_000)
