@@ -269,3 +269,20 @@ def test_saved_static_iframe_page_works_with_no_server(page, site_url, recording
     assert frame.get_by_role("link", name="Hit Enter — full article").get_attribute("href") == f"{site_url}/runs/{run_id}#dice"
     page.wait_for_function("() => document.querySelector('iframe').clientHeight > 300", timeout=15_000)
     assert asked == []
+
+
+def test_choose_module_against_python(page, blog):
+    """lib/choose.js's entropy of every recorded step matches Python's; its words and edge cases resolve as documented."""
+    page.goto(blog("empty.html", page_html("")))
+    for name in ("biopsy", "greedy", "hot"):
+        steps = steps_of(example(name))
+        got = page.evaluate("""async (steps) => { const m = await import('/he/static/js/lib/choose.js');
+            return { h: steps.map(m.stepEntropy), most: m.resolveStep('max-entropy', steps) }; }""", steps)
+        assert got["h"] == pytest.approx([entropy(s) for s in steps], rel=1e-12)
+        assert got["most"] == max(range(len(steps)), key=lambda i: entropy(steps[i])) + 1
+    cases = page.evaluate("""async () => { const m = await import('/he/static/js/lib/choose.js'); const s = [{}, {}, {}];
+        return [m.resolveStep('first', []), m.resolveStep('last', []), m.resolveStep('max-entropy', []), m.resolveStep(' LAST ', s),
+                m.resolveStep('-4', s), m.resolveStep('2.9', s), m.resolveStep('soon', s), m.resolveStep(null, s),
+                m.resolveIndex('1', 30, 1), m.resolveIndex('99', 30, 1), m.resolveIndex('0', 9), m.resolveIndex('x', 9),
+                m.controlsOf('NONE'), m.controlsOf('bogus'), m.captionOn('off'), m.captionOn(null)]; }""")
+    assert cases == [0, 0, 0, 3, 0, 2, None, None, 0, 29, 0, None, "none", "full", False, True]
