@@ -1,15 +1,17 @@
 """Embed pages: one section of the article alone, live or replaying a recording (docs/embedding.md)."""
 import json
+import re
 from urllib.parse import urlencode
 
 from django.conf import settings
 from django.contrib.staticfiles import finders
-from django.http import Http404
+from django.http import Http404, HttpResponseBadRequest
 from django.shortcuts import render
 from django.templatetags.static import static
 from django.views.decorators.http import require_http_methods
 
 from explainer.models import RecordedRun
+from explainer.services import recordings
 
 # section slug (the element is <he-SLUG>) -> (the article's anchor, the section's title)
 SECTIONS = {
@@ -39,6 +41,10 @@ SECTIONS = {
 # Query parameters a live embed passes on to its element (and from there into its `start` frame).
 LIVE_PARAMS = ("temperature", "top_k", "top_p", "min_p", "repetition_penalty", "presence_penalty",
                "frequency_penalty", "max_new_tokens", "seed")
+# What to show (docs/embedding.md, "Choosing what to show"): the element's attributes of the same names.
+CHOICE_PARAMS = ("step", "layer", "head", "controls", "caption")
+# A static page's `assets`: where the saved file will find a copy of static/ (a relative or site path, never a host).
+ASSETS = re.compile(r"(?!.*//)(?!.*\.\.\.)[A-Za-z0-9_.~/-]*/\Z")
 DEFAULT_PROMPT = "The mole on my face may need a biopsy. Explain this simply."
 MAX_ATTRIBUTE_CHARS = 2000  # a query string is no place for a document; the server caps the prompt anyway
 
@@ -64,17 +70,22 @@ def _run_or_404(run_id: str) -> str:
     return run_id
 
 
+def choices(query) -> list[tuple[str, str]]:
+    """`step`, `layer`, `head`, `controls`, `caption` as given (the element resolves them, lib/choose.js)."""
+    return [(name, query[name][:40]) for name in CHOICE_PARAMS if query.get(name, "") != ""]
+
+
 def element_attributes(query) -> list[tuple[str, str]]:
-    """The element's attributes from the query: `run`, `example`, or the live prompt, `autostart` and params."""
+    """The element's attributes from the query: `run`, `example`, or the live prompt, `autostart` and params; then the choices."""
     if query.get("run"):
-        return [("run", _run_or_404(query["run"]))]
+        return [("run", _run_or_404(query["run"])), *choices(query)]
     if query.get("example"):
-        return [("example", _example_or_404(query["example"]))]
+        return [("example", _example_or_404(query["example"])), *choices(query)]
     attributes = [("prompt", query.get("prompt", DEFAULT_PROMPT)[:MAX_ATTRIBUTE_CHARS])]
     if query.get("autostart", "") not in ("", "0", "false", "no"):
         attributes.append(("autostart", ""))
     attributes += [(name, query[name][:40]) for name in LIVE_PARAMS if query.get(name, "") != ""]
-    return attributes
+    return attributes + choices(query)
 
 
 def article_link(section: str, run_id: str | None = None) -> str:
@@ -94,6 +105,41 @@ def embed_section(request, section: str):
     return render(request, "embed.html", {
         "section": section, "title": SECTIONS[section][1], "attributes": attributes,
         "article_url": article_link(section, run_id),
+    })
+
+
+def recording_of(request, attributes) -> dict:
+    """The recording a static page inlines: a saved run as GET /api/runs/<id> returns it, or a shipped example."""
+    kind, value = attributes[0]
+    if kind == "run":
+        data = recordings.as_json(RecordedRun.find(value))  # RecordingError if it cannot be replayed
+        return {**data, "article_url": request.build_absolute_uri(data["url"])}
+    with open(finders.find(f"examples/{value}.json"), encoding="utf-8") as file:
+        return json.load(file)
+
+
+@require_http_methods(["GET", "HEAD"])
+def embed_static(request, section: str):
+    """`/embed/<section>/static/?run=<id>` (or `example=`): a page to save as a file, the recording inlined."""
+    if section not in SECTIONS:
+        raise Http404(f"no section {section!r}; one of {', '.join(SECTIONS)}")
+    if not (request.GET.get("run") or request.GET.get("example")):
+        return HttpResponseBadRequest("run or example: a static page replays a recording (live needs the server)",
+                                      content_type="text/plain")
+    assets = request.GET.get("assets") or static("")
+    if not ASSETS.match(assets):
+        return HttpResponseBadRequest("assets: a relative or site path ending in /, e.g. static/ (no host)",
+                                      content_type="text/plain")
+    attributes = element_attributes(request.GET)
+    run_id = attributes[0][1] if attributes[0][0] == "run" else None
+    try:
+        recording = recording_of(request, attributes)
+    except recordings.RecordingError as exc:  # a named page, as the replay page gives
+        return render(request, "recording_error.html", {"error": exc}, status=exc.status)
+    return render(request, "embed_static.html", {
+        "section": section, "title": SECTIONS[section][1], "assets": assets,
+        "attributes": [("src", "#he-recording"), *attributes[1:]], "recording": recording,
+        "article_url": request.build_absolute_uri(article_link(section, run_id)),
     })
 
 

@@ -17,6 +17,7 @@ urlpatterns = [
     path("runs/<str:run_id>", views.replay_page, name="replay"),
     path("embed/", embeds.embed_demo, name="embed_demo"),
     path("embed/<slug:section>/", embeds.embed_section, name="embed_section"),
+    path("embed/<slug:section>/static/", embeds.embed_static, name="embed_static"),
     path("host/", host.host_page, name="host"),
     path("admin/", admin.site.urls),
 ]

@@ -58,9 +58,11 @@ def get_run(request, run_id: str):
     if run is None:
         return _error("not_found", "no recorded run with this id", "id", status=404)
     try:
-        return JsonResponse(recordings.as_json(run))
+        data = recordings.as_json(run)
     except recordings.RecordingError as exc:
         return JsonResponse(exc.as_dict(), status=exc.status)
+    # Absolute: a copy of the recording hosted elsewhere still links back to its replay here (docs/embedding.md).
+    return JsonResponse({**data, "article_url": request.build_absolute_uri(data["url"])})
 
 
 @require_http_methods(["GET", "HEAD"])

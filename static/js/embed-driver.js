@@ -38,6 +38,9 @@ class Feed extends EventTarget {
     this.elements = new Set();
   }
 
+  /** Whether the state is worth drawing: a recording once loaded (until then the element's fallback content shows). */
+  get ready() { return true; }
+
   /** Draw `element` from this feed from now on (once its class is defined: an early property would shadow it). */
   attach(element) {
     this.elements.add(element);
@@ -45,13 +48,13 @@ class Feed extends EventTarget {
       event.stopPropagation();
       if (event.detail) this.request(event.detail);
     });
-    customElements.whenDefined(element.localName).then(() => { element.data = this.state; });
+    customElements.whenDefined(element.localName).then(() => { if (this.ready) element.data = this.state; });
   }
 
   /** Hand the state to every element and tell listeners (captions, the prompt box). */
   publish() {
     for (const element of this.elements) {
-      if (customElements.get(element.localName)) element.data = this.state;
+      if (this.ready && customElements.get(element.localName)) element.data = this.state;
     }
     this.dispatchEvent(new Event("change"));
   }
@@ -64,20 +67,38 @@ class Feed extends EventTarget {
 const EXAMPLES = new URL("../examples/", import.meta.url);
 const NOTICE_MS = 6000; // a refusal stays in the caption this long once the run carries on
 
-/** A recording (GET /api/runs/<id>) or a shipped example: no model, no socket; requests are ignored. */
+/**
+ * A recording (GET /api/runs/<id>), a shipped example, or any recording file (`src`: a URL, or "#id" of a
+ * <script type="application/json"> on the page): no model, no socket; requests are ignored.
+ */
 export class ReplayFeed extends Feed {
-  constructor(origin, { run = null, example = null }) {
+  constructor(origin, { run = null, example = null, src = null }) {
     super(origin);
-    Object.assign(this, { runId: run, example, phase: "loading", text: "Loading the recording…" });
+    Object.assign(this, { runId: run, example, src, phase: "loading", text: "Loading the recording…", recording: null });
   }
 
-  get articleUrl() { return this.runId ? `${this.origin}/runs/${encodeURIComponent(this.runId)}` : `${this.origin}/`; }
+  get ready() { return this.phase === "replay"; }
+
+  /** The "full article" link: the recording's replay page (saved from the site), else the article, else none. */
+  get articleUrl() {
+    if (this.runId) return `${this.origin}/runs/${encodeURIComponent(this.runId)}`;
+    if (this.src) return this.recording?.article_url ?? null;
+    return `${this.origin}/`;
+  }
 
   async #url() {
+    if (this.src) return this.src;
     if (this.runId) return `${this.origin}/api/runs/${encodeURIComponent(this.runId)}`;
     const entry = (await fetchJson(new URL("index.json", EXAMPLES))).find((e) => e.id === this.example);
     if (!entry) throw new Error(`there is no example run "${this.example}"`);
     return new URL(entry.file, EXAMPLES).href;
+  }
+
+  async #recording() {
+    if (!this.src?.startsWith("#")) return fetchJson(await this.#url());
+    const script = document.getElementById(this.src.slice(1));
+    if (!script) throw new Error(`there is no element ${this.src} on the page`);
+    return JSON.parse(script.textContent);
   }
 
   /** Only a measurement asks for an answer; a replay has no server, so it settles with a refusal. */
@@ -89,10 +110,12 @@ export class ReplayFeed extends Feed {
 
   async load() {
     try {
-      const recording = await fetchJson(await this.#url());
+      const recording = await this.#recording();
+      if (!Array.isArray(recording?.payloads)) throw new Error("it is not a recording (no payloads)");
+      this.recording = recording;
       for (const payload of joinParts(recording.payloads)) this.state.apply(payload);
       this.phase = "replay";
-      const kind = this.runId ? "A recorded run" : "A recorded example";
+      const kind = this.example ? "A recorded example" : "A recorded run";
       this.text = `${kind} (${recording.model_spec}, ${this.state.steps.length} steps): no model is running.`;
     } catch (err) {
       this.phase = "error";
@@ -179,19 +202,29 @@ export class LiveFeed extends Feed {
   }
 }
 
+/** A `src` attribute as a full URL (relative to the page), or "#id" of an inline recording; null without one. */
+function srcOf(element) {
+  const raw = element.getAttribute("src")?.trim();
+  if (!raw) return null;
+  return raw.startsWith("#") ? raw : new URL(raw, document.baseURI).href;
+}
+
 /** One feed per recording or per (prompt, parameters): several elements naming the same share it. */
 export class FeedRegistry {
   #feeds = new Map();
 
   constructor(origin) { this.origin = origin; }
 
-  /** The feed an element's attributes name, or null when it names none (`run`, then `example`, then `prompt`). */
+  /** The feed an element's attributes name, or null when it names none (`src`, `run`, `example`, then `prompt`). */
   feedFor(element) {
+    const src = srcOf(element);
     const run = element.getAttribute("run");
     const example = element.getAttribute("example");
-    if (run || example) {
-      return this.#get(run ? `run:${run}` : `example:${example}`, () => {
-        const feed = new ReplayFeed(this.origin, run ? { run } : { example });
+    if (src || run || example) {
+      const source = src ? { src } : run ? { run } : { example };
+      const [kind, value] = Object.entries(source)[0];
+      return this.#get(`${kind}:${value}`, () => {
+        const feed = new ReplayFeed(this.origin, source);
         feed.load();
         return feed;
       });

@@ -3,20 +3,26 @@
 //   <he-attention run="RUNID"></he-attention>                              a recording, no model
 //   <he-tokens prompt="Why is the sky blue?" autostart></he-tokens>          live, its own session
 //   <he-dice example="biopsy"></he-dice>                                    a shipped example, no model
-// Every he-* element with a `run`, `example` or `prompt` attribute is drawn from its feed (embed-driver.js); each gets
-// a caption linking back to the article, live ones a small prompt box. The script also sizes
+//   <he-dice src="runs/sky.json" step="max-entropy"></he-dice>               any recording file, no server
+// Every he-* element with a `src`, `run`, `example` or `prompt` attribute is drawn from its feed (embed-driver.js);
+// each gets a caption linking back to the article, live ones a small prompt box, stepped ones a step scrubber
+// (`controls`, `caption`: lib/choose.js). One with none of them says so. The script also sizes
 // <iframe data-he-embed> embeds from their `he-embed-size` messages, and is the script of those iframes.
 import { FeedRegistry, LiveFeed, SECTIONS, anchorOf } from "./embed-driver.js";
 import { el } from "./lib/base-element.js";
 import { addExportBar, sourceOfFeed } from "./export-bar.js";
+import { STEPPED, captionOn, controlsOf, resolveStep } from "./lib/choose.js";
 
 const ORIGIN = new URL(import.meta.url).origin;
 const STYLESHEETS = ["css/site.css", "css/elements-b.css", "css/elements-serving.css"];
 const ELEMENTS = SECTIONS.map((section) => `he-${section}`);
 const SCOPE = `:where(${ELEMENTS.join(", ")})`;
-const DRIVEN = ELEMENTS.flatMap((name) => [`${name}[run]`, `${name}[example]`, `${name}[prompt]`]).join(", ");
+const SOURCES = ["src", "run", "example", "prompt"];
+const DRIVEN = ELEMENTS.flatMap((name) => SOURCES.map((source) => `${name}[${source}]`)).join(", ");
+const NOTHING = "Nothing to show: give this element run=, example=, src= or prompt= (docs/embedding.md)";
 const feeds = new FeedRegistry(ORIGIN);
 const driven = new WeakSet();
+const emptyLines = new WeakMap(); // element -> its "nothing to show" line
 // The iframe page /embed/<section>/ (its template links the styles and the article itself).
 const isEmbedPage = () => document.body?.hasAttribute("data-he-embed-page") ?? false;
 
@@ -42,8 +48,10 @@ async function injectStyles() {
   const root = document.documentElement;
   if (root.hasAttribute("data-he-embed-styles") || document.querySelector(`link[href$="/static/css/site.css"]`)) return;
   root.setAttribute("data-he-embed-styles", ORIGIN);
-  const link = el("link", { rel: "stylesheet", href: new URL("../css/embed.css", import.meta.url).href });
-  document.head.append(link);
+  // The author may have linked embed.css in the head already (it reserves the diagrams' heights: embed.css).
+  if (!document.querySelector('link[rel=stylesheet][href$="/css/embed.css"]')) {
+    document.head.append(el("link", { rel: "stylesheet", href: new URL("../css/embed.css", import.meta.url).href }));
+  }
   const texts = await Promise.all(STYLESHEETS.map((path) =>
     fetch(new URL(`../${path}`, import.meta.url)).then((r) => (r.ok ? r.text() : ""))));
   const sheet = new CSSStyleSheet();
@@ -58,18 +66,21 @@ function addCaption(element, feed) {
   const caption = el("p", { class: "he-embed-caption" });
   const status = el("span", { class: "he-embed-status", "aria-live": "polite" });
   caption.append(status);
-  if (!isEmbedPage()) {
-    const link = el("a", { href: `${feed.articleUrl}#${anchorOf(element.localName.slice(3))}`, target: "_blank", rel: "noopener" },
-      "Hit Enter — full article");
-    caption.append(" ", link);
-  }
+  // The link: the author's article-href, else where the feed's recording says its replay is (known once loaded).
+  const link = el("a", { target: "_blank", rel: "noopener" }, "Hit Enter — full article");
+  const section = anchorOf(element.localName.slice(3));
   element.after(caption);
   const update = () => {
     caption.dataset.state = feed.phase;
     status.textContent = feed.text;
+    const article = element.getAttribute("article-href") || (feed.articleUrl && `${feed.articleUrl}#${section}`);
+    if (isEmbedPage() || !article) return link.remove();
+    link.href = article;
+    if (!link.isConnected) caption.append(" ", link);
   };
   feed.addEventListener("change", update);
   update();
+  return caption;
 }
 
 /** A small prompt box above the first element of a live feed: the reader can run it on their own words. */
@@ -90,6 +101,52 @@ function addPromptBox(element, feed) {
   feed.addEventListener("change", update);
   update();
   element.before(form);
+  return form;
+}
+
+/** A step scrubber above a stepped diagram: it writes the element's `step` attribute. */
+function addScrubber(element, feed) {
+  const input = el("input", { type: "range", min: "0", max: "0", step: "1", value: "0", "aria-label": "Step" });
+  const out = el("output", { class: "he-embed-step" });
+  const label = el("label", {}, "Step ");
+  label.append(input);
+  const box = el("div", { class: "he-embed-scrubber" });
+  box.append(label, out);
+  input.addEventListener("input", () => element.setAttribute("step", input.value));
+  const update = () => {
+    const steps = feed.state.steps;
+    const k = resolveStep(element.getAttribute("step"), steps) ?? steps.length;
+    input.max = String(steps.length);
+    input.value = String(k);
+    input.disabled = steps.length === 0;
+    out.textContent = steps.length ? (k ? `step ${k} of ${steps.length}` : `the prompt (step 0 of ${steps.length})`) : "no steps yet";
+  };
+  feed.addEventListener("change", update);
+  new MutationObserver(update).observe(element, { attributes: true, attributeFilter: ["step"] });
+  update();
+  element.before(box);
+  return box;
+}
+
+/** The line an element with no source gets instead of an empty box. */
+function sayNothing(element) {
+  if (driven.has(element) || emptyLines.has(element)) return;
+  const line = el("p", { class: "he-embed-caption", "data-state": "empty", role: "note" }, NOTHING);
+  emptyLines.set(element, line);
+  element.after(line);
+}
+
+// Space the diagram keeps before its data (embed.css, --he-reserve per section) covers what is added around it:
+// the element's share shrinks by their height (kept up as a caption's text wraps), so nothing below it moves.
+function keepReserve(element, added) {
+  const margins = (node) => parseFloat(getComputedStyle(node).marginTop) + parseFloat(getComputedStyle(node).marginBottom);
+  const update = () => {
+    const around = added.reduce((sum, node) => sum + node.offsetHeight + margins(node), margins(element));
+    element.style.minHeight = `max(0px, calc(var(--he-reserve, 0px) - ${Math.ceil(around)}px))`;
+  };
+  const watcher = new ResizeObserver(update);
+  for (const node of added) watcher.observe(node);
+  update();
 }
 
 // ---- driving the elements -------------------------------------------------------------------
@@ -97,21 +154,34 @@ function addPromptBox(element, feed) {
 function drive(element) {
   if (driven.has(element)) return;
   const feed = feeds.feedFor(element);
-  if (!feed) return;
+  if (!feed) return sayNothing(element);
   driven.add(element);
+  emptyLines.get(element)?.remove();
+  emptyLines.delete(element);
   const first = feed.elements.size === 0;
+  const controls = controlsOf(element.getAttribute("controls"));
+  const live = feed instanceof LiveFeed;
+  element.setAttribute("data-he-eager", "");  // draw off screen too: the embed sizes itself before it is scrolled to
   import(new URL(`./elements/${element.localName}.js`, import.meta.url).href)
     .catch((err) => console.warn(`Hit Enter: diagram ${element.localName} did not load`, err));
-  if (first && feed instanceof LiveFeed) addPromptBox(element, feed);
+  const added = [];
+  if (first && live && controls === "full") added.push(addPromptBox(element, feed));
+  if (controls !== "none" && STEPPED.includes(element.localName.slice(3))) added.push(addScrubber(element, feed));
   feed.attach(element);
-  addExportBar(element, { source: async () => sourceOfFeed(feed, element), iframe: isEmbedPage() });
-  addCaption(element, feed);
-  if (feed instanceof LiveFeed && element.hasAttribute("autostart") && !feed.started) feed.start();
+  // controls="none" is the bare diagram: no export buttons either.
+  if (controls !== "none") added.push(addExportBar(element, { source: async () => sourceOfFeed(feed, element), iframe: isEmbedPage() }));
+  if (captionOn(element.getAttribute("caption"))) added.push(addCaption(element, feed));
+  keepReserve(element, added);
+  // Without a prompt box nothing could press Play: a live diagram with fewer controls runs at once.
+  const autostart = element.hasAttribute("autostart") || controls !== "full";
+  if (live && autostart && !feed.started) feed.start();
 }
 
+const SECTION_SELECTOR = ELEMENTS.join(", ");
+
 function scan(root = document) {
-  if (root.matches?.(DRIVEN)) drive(root);
-  for (const element of root.querySelectorAll(DRIVEN)) drive(element);
+  if (root.matches?.(SECTION_SELECTOR)) drive(root);
+  for (const element of root.querySelectorAll(SECTION_SELECTOR)) drive(element);
 }
 
 /** Elements added later (a page that renders its own content) are driven too; diagrams redrawing are skipped. */
@@ -119,10 +189,11 @@ function watch() {
   const inside = ELEMENTS.join(", ");
   new MutationObserver((records) => {
     for (const record of records) {
+      if (record.type === "attributes") { if (ELEMENTS.includes(record.target.localName)) drive(record.target); continue; }
       if (record.target instanceof Element && record.target.closest(inside)) continue;
       for (const node of record.addedNodes) if (node instanceof Element) scan(node);
     }
-  }).observe(document.documentElement, { childList: true, subtree: true });
+  }).observe(document.documentElement, { childList: true, subtree: true, attributes: true, attributeFilter: SOURCES });
 }
 
 // ---- iframes: the embed page posts its height, the host page sizes the iframe ----------------------
@@ -147,6 +218,11 @@ function postHeight() {
     window.parent.postMessage({ type: "he-embed-size", height, section: document.body.dataset.heEmbedPage }, "*");
   };
   new ResizeObserver(post).observe(document.body);
+  // An offscreen cross-origin iframe gets no rendering updates, so no ResizeObserver calls either: changes to
+  // the page post too, from a timer, and the iframe is sized before anyone scrolls to it.
+  let timer = 0;
+  new MutationObserver(() => { clearTimeout(timer); timer = setTimeout(post, 50); })
+    .observe(document.body, { childList: true, subtree: true, attributes: true, characterData: true });
   post();
 }
 

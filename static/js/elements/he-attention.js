@@ -5,6 +5,7 @@ import { HeElement, el, caption, showPiece, heat, fmt } from "../lib/base-elemen
 import { unpack, at } from "../lib/packed.js";
 import { detailKey, requestFromServer } from "../run-state.js";
 import { matrix, scroller, positionTexts, heatLegend } from "../lib/grid.js";
+import { resolveIndex } from "../lib/choose.js";
 
 const cache = new WeakMap();
 const decode = (p) => { if (!p) return null; if (!cache.has(p)) cache.set(p, unpack(p)); return cache.get(p); };
@@ -25,6 +26,16 @@ class HeAttention extends HeElement {
   #layer = 0;
   #head = 0;
   #ui = null;
+  #asked = null; // the `layer` and `head` attributes last applied: the menus win until they change
+
+  /** An author's `layer` (from 1, as labelled) and `head` (from 0) attributes pick the prefill's matrix. */
+  #applyAsked(A) {
+    const asked = `${this.getAttribute("layer")}:${this.getAttribute("head")}`;
+    if (asked === this.#asked) return;
+    this.#asked = asked;
+    this.#layer = resolveIndex(this.getAttribute("layer"), A.layers, 1) ?? this.#layer;
+    this.#head = resolveIndex(this.getAttribute("head"), A.heads, 0) ?? this.#head;
+  }
 
   #skeleton() {
     if (this.#ui) return this.#ui;
@@ -65,6 +76,7 @@ class HeAttention extends HeElement {
     const ui = this.#skeleton();
     if (!ui.root[0].isConnected) this.replaceChildren(...ui.root);
     const A = pre.attention;
+    this.#applyAsked(A);
     setOptions(ui.layer, A.layers, "layer", this.#layer);
     setOptions(ui.head, A.heads, "head", this.#head);
     this.#layer = Number(ui.layer.value);
@@ -74,6 +86,8 @@ class HeAttention extends HeElement {
     const last = state.steps[state.steps.length - 1];
     this.dataset.layers = String(A.layers);
     this.dataset.heads = String(A.heads);
+    this.dataset.layer = String(this.#layer + 1);  // as labelled
+    this.dataset.head = String(this.#head);
     this.dataset.keys = String(last ? last.attention.keys : pre.tokens.length);  // keys the newest query saw
   }
 

@@ -5,6 +5,7 @@ import { HeElement, el, caption, showPiece, heat, fmt } from "../lib/base-elemen
 import { unpack, at } from "../lib/packed.js";
 import { matrix, scroller, knownPieces } from "../lib/grid.js";
 import { detailKey, requestFromServer } from "../run-state.js";
+import { resolveIndex } from "../lib/choose.js";
 
 const SVG = "http://www.w3.org/2000/svg";
 const svg = (tag, attrs = {}, text) => {
@@ -111,6 +112,7 @@ class HeLayers extends HeElement {
       controls.append(more);
     }
     if (!lens.length) return [controls, el("p", { class: "he-empty" }, "No logit-lens rows were captured for this position.")];
+    const asked = this.#askedLayer(lens, layers, pieces);
 
     const k = Math.max(...lens.map((r) => r.ids.length));
     const table = el("table", { class: "he-lens" });
@@ -120,7 +122,7 @@ class HeLayers extends HeElement {
     table.append(el("thead"), el("tbody"));
     table.tHead.append(hr);
     for (const r of lens) {
-      const tr = el("tr");
+      const tr = el("tr", r.layer === asked.layer ? { class: "selected", "aria-current": "true" } : {});
       tr.append(el("th", { scope: "row" }, `L${r.layer + 1}`)); // lens row i reads block i's output: "after layer i + 1"
       r.ids.forEach((id, i) => {
         const text = r.texts?.[i] ?? pieces.get(id);
@@ -138,7 +140,7 @@ class HeLayers extends HeElement {
     const last = lens[lens.length - 1];
     const lastText = last.texts?.[0] ?? pieces.get(last.ids[0]);
     const firstHit = chosen ? lens.find((r) => r.ids[0] === chosen.id) : null;
-    return [controls, scroller(table), caption(
+    return [controls, ...asked.line, scroller(table), caption(
       `Measured on this run (${step ? `step ${chosenStep}, position ${step.input.position}` : "the prompt's last position"}): ` +
       `${lens.length} layers read through the final norm and output head. The last one's top guess is ` +
       `${lastText != null ? JSON.stringify(lastText) : `id ${last.ids[0]}`} at ${fmt(last.probs[0], 3)}` +
@@ -146,6 +148,18 @@ class HeLayers extends HeElement {
       (chosen ? (firstHit ? `The chosen token ${JSON.stringify(chosen.text)} is first the top guess after layer ${firstHit.layer + 1} (L${firstHit.layer + 1}).` : `The chosen token ${JSON.stringify(chosen.text)} is never the top lens guess.`) : "") +
       " Hover a cell for the probability.",
     )];
+  }
+
+  /** An author's `layer` attribute (from 1, as labelled): its lens row is marked and its guess said in one line. */
+  #askedLayer(lens, layers, pieces) {
+    const layer = resolveIndex(this.getAttribute("layer"), layers, 1);
+    if (layer == null) { delete this.dataset.layer; return { layer: null, line: [] }; }
+    this.dataset.layer = String(layer + 1);
+    const row = lens.find((r) => r.layer === layer);
+    const text = row ? row.texts?.[0] ?? pieces.get(row.ids[0]) : null;
+    const said = row ? `Layer ${layer + 1} (L${layer + 1}): top guess ${text != null ? JSON.stringify(text) : `id ${row.ids[0]}`} at ${fmt(row.probs[0], 3)}.`
+      : `Layer ${layer + 1} (L${layer + 1}) was not read at this position.`;
+    return { layer, line: [el("p", { class: "he-lens-chosen" }, said)] };
   }
 }
 

@@ -89,7 +89,8 @@ function causal(check, line) {
   const d = check.data || {};
   const changes = d.max_abs_change || [];
   const max = Math.max(1e-12, ...changes);
-  const bars = el("div", { class: "heb-minibars" });
+  // Scrolls sideways on a narrow column: focusable, so a keyboard can scroll it (axe scrollable-region-focusable).
+  const bars = el("div", { class: "heb-minibars", tabindex: "0", role: "group", "aria-label": "Largest change per position" });
   changes.forEach((v, i) => {
     const b = el("div", { class: `heb-minibar${i < d.change_at ? " heb-before" : i === d.change_at ? " heb-at" : ""}` });
     b.append(el("div", { style: `height:${Math.max(v > 0 ? 4 : 0, (v / max) * 100)}%` }), el("span", {}, i));

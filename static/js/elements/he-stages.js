@@ -14,6 +14,9 @@ const WHAT = {
   min_p: "keeps tokens with p ≥ min_p × the top p",
 };
 
+/** A number an author wrote as an attribute, or null. */
+const asked = (raw) => (raw != null && raw.trim() !== "" && Number.isFinite(Number(raw)) ? Number(raw) : null);
+
 class HeStages extends HeElement {
   constructor() {
     super();
@@ -48,7 +51,7 @@ class HeStages extends HeElement {
     const n = this.step(rs.steps.length);
     const step = n ? rs.steps[n - 1] : null;
     this.shownStep = n;
-    const runT = rs.session?.params?.temperature ?? 1;
+    const runT = rs.session?.params?.temperature ?? asked(this.getAttribute("temperature")) ?? 1; // an embed's, before its run
     if (this.whatIf && this.whatIf.step !== n) this.whatIf = null;
     const t = this.whatIf ? this.whatIf.temperature : runT;
     this.slider.value = String(t);

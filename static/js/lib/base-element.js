@@ -1,5 +1,6 @@
 // The base of every diagram: data comes in through a property, rendering happens only on screen.
 // Model text is untrusted: elements build DOM with textContent, never innerHTML with model data.
+import { resolveStep, controlsOf, applyControls } from "./choose.js";
 
 /**
  * The page's one "current step", shared by every diagram (the scrubber in article.js moves it).
@@ -36,18 +37,21 @@ export class HeElement extends HTMLElement {
     this.#invalidate();
   }
 
-  // `step="3"` pins one diagram to a step (an author's embed); without it the diagram follows the page's step bar.
-  static get observedAttributes() { return ["step"]; }
+  // What an author chose (lib/choose.js, docs/embedding.md): `step="3"` / first / last / max-entropy pins one
+  // diagram to a step (without it the diagram follows the page's step bar); `layer`, `head` and `controls` too.
+  static get observedAttributes() { return ["step", "layer", "head", "controls"]; }
   attributeChangedCallback() { this.#invalidate(); }
 
   /** The step this diagram shows out of `count` (its `step` attribute, else the page's); recorded as data-step. */
   step(count) {
-    const own = this.getAttribute("step");
-    const n = own != null && own !== "" && Number.isFinite(Number(own)) ? Math.max(0, Math.min(Math.trunc(Number(own)), count))
-      : pageStep.at(count);
+    const steps = Array.from({ length: count }, (_, i) => this.#data?.steps?.[i]);
+    const n = resolveStep(this.getAttribute("step"), steps) ?? pageStep.at(count);
     this.dataset.step = String(n);
     return n;
   }
+
+  /** An embed (data-he-eager, set by embed.js) draws at once, on screen or not: it sizes itself unscrolled. */
+  get eager() { return this.hasAttribute("data-he-eager"); }
 
   connectedCallback() {
     if (!this.#observer) {
@@ -69,19 +73,22 @@ export class HeElement extends HTMLElement {
 
   #invalidate() {
     this.#dirty = true;
-    if (this.#visible) this.#schedule();
+    if (this.#visible || this.eager) this.#schedule();
   }
 
   /** At most one render per animation frame, however many messages or scrubs came in between. */
   #schedule() {
     if (this.#frame) return;
-    this.#frame = requestAnimationFrame(() => { this.#frame = 0; if (this.#dirty) this.#renderNow(); });
+    const run = () => { if (!this.#frame) return; this.#frame = 0; if (this.#dirty) this.#renderNow(); };
+    this.#frame = requestAnimationFrame(run);
+    if (this.eager) setTimeout(run, 100); // an offscreen cross-origin iframe gets no animation frames at all
   }
 
   #renderNow() {
     this.#dirty = false;
     if (this.#data == null) return;
     this.render(this.#data);
+    applyControls(this.shadowRoot ?? this, controlsOf(this.getAttribute("controls")));
     this.dataset.rendered = String((Number(this.dataset.rendered) || 0) + 1);
   }
 

@@ -1,0 +1,48 @@
+"""Embeds without layout jumps (issue 17, item 5): every section both ways keeps its place, and live embeds far
+down a page run, draw and size themselves before anyone scrolls to them."""
+from tests.browser.test_embed import console_errors  # noqa: F401 (a fixture)
+from tests.browser.test_embed_choose import SECTIONS, blog, page_html  # noqa: F401 (a fixture)
+
+CLS_OBSERVER = """window.heShifts = [];
+new PerformanceObserver((list) => { for (const e of list.getEntries()) if (!e.hadRecentInput) heShifts.push(e.value); })
+  .observe({ type: "layout-shift", buffered: true });"""
+
+
+def test_every_section_both_ways_without_layout_shift(page, site_url, blog):
+    """CLS (layout-shift entries, summed) stays ≤ 0.05 from the first paint to every embed drawn and sized."""
+    items = "".join(f'<h2>{s}</h2><he-{s} example="biopsy"></he-{s}>'
+                    f'<iframe data-he-embed src="{site_url}/embed/{s}/?example=biopsy" title="{s}"></iframe><p>After {s}.</p>'
+                    for s in SECTIONS)
+    head = (f'<link rel="stylesheet" href="{site_url}/static/css/embed.css">'
+            '<style>body { max-width: 720px; margin: 0 auto; } iframe { width: 100%; border: 0; display: block; }</style>')
+    page.add_init_script(CLS_OBSERVER)
+    page.goto(blog("all.html", page_html(items, head=head, script=f"{site_url}/static/js/embed.js")))
+    page.wait_for_function(f"""() => document.querySelectorAll('[data-he-eager][data-rendered]').length === {len(SECTIONS)}
+        && [...document.querySelectorAll('iframe')].every((f) => f.style.height)""", timeout=120_000)
+    page.wait_for_timeout(1500)
+    for y in range(0, page.evaluate("document.body.scrollHeight"), 700):  # a reader scrolling down (not an input)
+        page.evaluate(f"window.scrollTo(0, {y})")
+        page.wait_for_timeout(60)
+    page.wait_for_timeout(1000)
+    shifts = page.evaluate("heShifts")
+    assert sum(shifts) <= 0.05, shifts
+
+
+def test_offscreen_live_embeds_run_and_size_themselves(page, site_url, blog):
+    prompt = "Why%20is%20the%20sky%20blue%3F"
+    body = ('<div style="height: 4000px">Long prose.</div>'
+            f'<iframe data-he-embed src="{site_url}/embed/tokens/?prompt={prompt}&autostart=1&max_new_tokens=3"'
+            ' style="width: 100%; border: 0"></iframe>'
+            '<he-tokens prompt="Why is the sky blue?" max_new_tokens="3" autostart></he-tokens>')
+    sizes = []
+    page.expose_function("heSized", lambda height: sizes.append(height))
+    page.add_init_script("addEventListener('message', (e) => e.data?.type === 'he-embed-size' && heSized(e.data.height))")
+    page.goto(blog("live.html", page_html(body, script=f"{site_url}/static/js/embed.js")))
+    # Never scrolled: the element draws its run, the iframe's page runs, draws and posts its height.
+    page.wait_for_selector("he-tokens[data-token-count]", state="attached", timeout=90_000)
+    inner = page.frame_locator("iframe")
+    inner.locator(".he-embed-caption[data-state=finished]").wait_for(state="attached", timeout=90_000)
+    inner.locator("he-tokens[data-token-count]").wait_for(state="attached", timeout=20_000)
+    page.wait_for_function("() => parseFloat(document.querySelector('iframe').style.height) > 200", timeout=20_000)
+    assert page.evaluate("window.scrollY") == 0
+    assert sizes and max(sizes) > 200
