@@ -242,7 +242,7 @@ def test_embeds_export_svg_and_copy_the_current_view(page, site_url, recording, 
     assert tag, snippet
     attributes = dict(re.findall(r'(\w+)="([^"]*)"', tag.group(1)))
     assert attributes["run"] == run_id and attributes["step"] == str(STEP)
-    assert attributes["layer"] == "0" and attributes["head"] == head
+    assert attributes["layer"] == "1" and attributes["head"] == head  # layers as labelled, from 1; heads from 0
     assert attributes["theme"] == "light"  # the author's presentation choices travel with it
     page.goto(author_page("pasted-attention.html", html(site_url, "").replace(
         f'<script type="module" src="{site_url}/static/js/embed.js"></script>', "").replace("</body>", snippet + "</body>")))
