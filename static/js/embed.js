@@ -10,44 +10,21 @@ import { FeedRegistry, LiveFeed, SECTIONS, anchorOf } from "./embed-driver.js";
 import { el } from "./lib/base-element.js";
 
 const ORIGIN = new URL(import.meta.url).origin;
-const STYLESHEETS = ["css/site.css", "css/elements-b.css", "css/elements-serving.css"];
 const ELEMENTS = SECTIONS.map((section) => `he-${section}`);
-const SCOPE = `:where(${ELEMENTS.join(", ")})`;
 const DRIVEN = ELEMENTS.flatMap((name) => [`${name}[run]`, `${name}[example]`, `${name}[prompt]`]).join(", ");
 const feeds = new FeedRegistry(ORIGIN);
 const driven = new WeakSet();
 // The iframe page /embed/<section>/ (its template links the styles and the article itself).
 const isEmbedPage = () => document.body?.hasAttribute("data-he-embed-page") ?? false;
 
-// ---- styles: the site's stylesheets, scoped to the diagrams so the host page keeps its own look ------
+// ---- styles: each diagram brings its own (elements.css in its shadow root); the page gets embed.css only ------
 
-/** A stylesheet's rules limited to the diagrams: page rules (body, h1, :root …) must not restyle the host. */
-function scopedCss(text) {
-  const parsed = new CSSStyleSheet();
-  parsed.replaceSync(text);
-  const out = [];
-  for (const rule of parsed.cssRules) {
-    if (rule instanceof CSSKeyframesRule) continue;
-    const selectors = rule instanceof CSSStyleRule ? rule.selectorText.split(",").map((s) => s.trim()) : [];
-    if (selectors.length === 1 && selectors[0] === ":root") out.push(`${SCOPE} { ${rule.style.cssText} }`);
-    else if (selectors.length && selectors.every((s) => ELEMENTS.includes(s))) out.push(rule.cssText);
-    else out.push(`${SCOPE} { ${rule.cssText} }`);
-  }
-  return out.join("\n");
-}
-
-/** Once per document: the site's stylesheets (scoped) and embed.css, from the script's origin. */
+/** Once per document: embed.css, for the caption and prompt box embed.js adds beside the diagrams. */
 async function injectStyles() {
   const root = document.documentElement;
-  if (root.hasAttribute("data-he-embed-styles") || document.querySelector(`link[href$="/static/css/site.css"]`)) return;
+  if (root.hasAttribute("data-he-embed-styles") || document.querySelector(`link[href$="/static/css/embed.css"]`)) return;
   root.setAttribute("data-he-embed-styles", ORIGIN);
-  const link = el("link", { rel: "stylesheet", href: new URL("../css/embed.css", import.meta.url).href });
-  document.head.append(link);
-  const texts = await Promise.all(STYLESHEETS.map((path) =>
-    fetch(new URL(`../${path}`, import.meta.url)).then((r) => (r.ok ? r.text() : ""))));
-  const sheet = new CSSStyleSheet();
-  sheet.replaceSync(texts.map(scopedCss).join("\n"));
-  document.adoptedStyleSheets = [...document.adoptedStyleSheets, sheet];
+  document.head.append(el("link", { rel: "stylesheet", href: new URL("../css/embed.css", import.meta.url).href }));
 }
 
 // ---- captions and the live prompt box -------------------------------------------------------
