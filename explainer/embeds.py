@@ -4,6 +4,7 @@ from urllib.parse import urlencode
 
 from django.conf import settings
 from django.contrib.staticfiles import finders
+from django.core.exceptions import BadRequest
 from django.http import Http404
 from django.shortcuts import render
 from django.templatetags.static import static
@@ -40,6 +41,7 @@ SECTIONS = {
 LIVE_PARAMS = ("temperature", "top_k", "top_p", "min_p", "repetition_penalty", "presence_penalty",
                "frequency_penalty", "max_new_tokens", "seed")
 DEFAULT_PROMPT = "The mole on my face may need a biopsy. Explain this simply."
+THEMES = ("auto", "light", "dark")  # an element's `theme` attribute, an iframe's ?theme=
 MAX_ATTRIBUTE_CHARS = 2000  # a query string is no place for a document; the server caps the prompt anyway
 
 
@@ -91,10 +93,19 @@ def embed_section(request, section: str):
         raise Http404(f"no section {section!r}; one of {', '.join(SECTIONS)}")
     attributes = element_attributes(request.GET)
     run_id = attributes[0][1] if attributes[0][0] == "run" else None
+    theme = embed_theme(request.GET)
     return render(request, "embed.html", {
-        "section": section, "title": SECTIONS[section][1], "attributes": attributes,
-        "article_url": article_link(section, run_id),
+        "section": section, "title": SECTIONS[section][1], "attributes": [*attributes, ("theme", theme)],
+        "article_url": article_link(section, run_id), "theme": theme,
     })
+
+
+def embed_theme(query) -> str:
+    """`?theme=light|dark|auto` (auto, the default, follows the reader's prefers-color-scheme)."""
+    theme = query.get("theme") or "auto"
+    if theme not in THEMES:
+        raise BadRequest(f"theme must be one of {', '.join(THEMES)}, not {theme[:40]!r}")
+    return theme
 
 
 def demo_source(query) -> tuple[str, str] | None:

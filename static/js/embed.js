@@ -31,7 +31,7 @@ async function injectStyles() {
 
 /** The line under an embedded diagram: what it shows, and a link to the full article. */
 function addCaption(element, feed) {
-  const caption = el("p", { class: "he-embed-caption" });
+  const caption = el("p", { class: "he-embed-caption", "data-theme": element.getAttribute("theme") });
   const status = el("span", { class: "he-embed-status", "aria-live": "polite" });
   caption.append(status);
   if (!isEmbedPage()) {
@@ -50,7 +50,7 @@ function addCaption(element, feed) {
 
 /** A small prompt box above the first element of a live feed: the reader can run it on their own words. */
 function addPromptBox(element, feed) {
-  const form = el("form", { class: "he-embed-form", autocomplete: "off" });
+  const form = el("form", { class: "he-embed-form", autocomplete: "off", "data-theme": element.getAttribute("theme") });
   const input = el("input", { type: "text", name: "prompt", "aria-label": "Prompt", maxlength: "2000" });
   input.value = feed.prompt;
   const play = el("button", { type: "submit", class: "primary" }, "Play");
