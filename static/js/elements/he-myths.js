@@ -21,7 +21,7 @@ class HeMyths extends SteppedElement {
     const count = { pass: 0, fail: 0, waiting: 0 };
     for (const [key, myth, r] of rows) {
       count[r.status] += 1;
-      const li = el("li", { class: `he-myth heb-${r.status}`, "data-check": key, "data-status": r.status });
+      const li = el("li", { class: `he-myth he-${r.status}`, "data-check": key, "data-status": r.status });
       const mark = el("span", { class: "he-myth-mark", "aria-label": r.status }, r.status === "pass" ? "✓" : r.status === "fail" ? "✗" : "…");
       const text = el("div", { class: "he-myth-text" });
       text.append(el("s", { class: "he-myth-claim" }, myth), el("p", {}, r.text));

@@ -132,6 +132,8 @@ export class SteppedElement extends HTMLElement {
     this.#dirty = false;
     if (this.#data == null) return;
     this.render(this.#data);
+    // Charts and heatmaps are the "chart" part an author may style (docs/embedding.md), whichever diagram drew them.
+    for (const node of this.root.querySelectorAll(".he-chart, .he-matrix")) node.setAttribute("part", "chart");
     this.dataset.rendered = String((Number(this.dataset.rendered) || 0) + 1);
   }
 
@@ -170,7 +172,7 @@ export function el(tag, attrs = {}, text) {
 }
 
 /** A caption saying what was measured. */
-export function caption(text) { return el("p", { class: "he-caption" }, text); }
+export function caption(text) { return el("p", { class: "he-caption", part: "caption" }, text); }
 
 /** Visible form of a token piece: spaces and newlines shown, text stays text. */
 export function showPiece(text) {

@@ -13,7 +13,7 @@ export function int(n) { return n == null ? "–" : Number(n).toLocaleString("en
 
 /** The line that shows the value under the pointer (tap works too, where there is no hover). */
 export function readout(hint = "Hover or tap a bar to read its exact values.") {
-  const node = el("p", { class: "he-readout", "aria-live": "polite" }, hint);
+  const node = el("p", { class: "he-readout", part: "readout", "aria-live": "polite" }, hint);
   node.dataset.hint = hint;
   return node;
 }
