@@ -95,7 +95,7 @@ def embed_section(request, section: str):
     run_id = attributes[0][1] if attributes[0][0] == "run" else None
     theme = embed_theme(request.GET)
     return render(request, "embed.html", {
-        "section": section, "title": SECTIONS[section][1], "attributes": [*attributes, ("theme", theme)],
+        "section": section, "title": SECTIONS[section][1], "attributes": [*attributes, *([("theme", theme)] if theme != "auto" else [])],
         "article_url": article_link(section, run_id), "theme": theme,
     })
 
