@@ -4,6 +4,7 @@ stylesheet does not reach the page, and every theme passes axe-core's colour con
 import json
 
 import pytest
+from playwright.sync_api import expect
 
 from tests.browser.conftest import ROOT
 from tests.browser.test_accessibility import AXE, axe_page, scroll_through  # noqa: F401 (axe_page is a fixture)
@@ -143,3 +144,17 @@ def test_article_in_dark_mode_passes_colour_contrast(axe_page, site_url):
     assert colour == "rgb(22, 23, 26)"
     failures = contrast_failures(axe_page)
     assert not failures, json.dumps(failures, indent=1)
+
+
+def test_hovered_value_shows_in_the_elements_own_readout_line(page, site_url, author_page):
+    """The base's readout (what article.js once patched in beside each diagram) lives inside the element."""
+    page.goto(author_page("readout.html", html(site_url, f'<he-tokens example="{EXAMPLE}"></he-tokens>')))
+    page.wait_for_selector("he-tokens[data-rendered]", state="attached", timeout=20_000)
+    readout = page.locator("he-tokens [part=readout]")
+    expect(readout).to_be_hidden()
+    chip = page.locator("he-tokens .he-chip").nth(3)
+    chip.hover()
+    expect(readout).to_be_visible()
+    expect(readout).to_have_text(chip.get_attribute("title"))
+    assert page.evaluate("document.querySelectorAll('.he-readout').length") == 0  # nothing added to the author's page
+    assert not page.errors, page.errors
