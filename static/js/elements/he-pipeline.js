@@ -48,6 +48,7 @@ function checks(rs) {
 }
 
 class HePipeline extends SteppedElement {
+  static titleReadout = false; // it sits in the sticky bar: its stages' titles stay tooltips
   #links = new Map(); // section id → <a>
   #inView = null;
 

@@ -51,6 +51,8 @@ sheetReady.then((sheet) => { elementSheet = sheet; });
  * Until the first render, the element's own children (fallback content) show through a <slot>.
  */
 export class SteppedElement extends HTMLElement {
+  /** Show hovered titles in the readout line (a diagram with nowhere to put it, like the map, opts out). */
+  static titleReadout = true;
   #data = null;
   #visible = false;
   #dirty = false;
@@ -62,17 +64,17 @@ export class SteppedElement extends HTMLElement {
   constructor() {
     super();
     const shadow = this.shadowRoot ?? this.attachShadow({ mode: "open" });
-    this.frame = el("div", { class: "he-root", part: "root" });
+    this.shell = el("div", { class: "he-root", part: "root" });
     /** The subclass's canvas: everything it draws goes in here (inside the shadow root). */
     this.root = el("div", { class: "he-body", part: "body" });
     this.root.append(document.createElement("slot"));
     this.#readout = el("p", { class: "he-readout he-title-readout", part: "readout", "aria-live": "polite", hidden: "" });
-    this.frame.append(this.root, this.#readout);
-    shadow.replaceChildren(this.frame);
+    this.shell.append(this.root, this.#readout);
+    shadow.replaceChildren(this.shell);
     if (elementSheet) shadow.adoptedStyleSheets = [elementSheet];
     else {
-      this.frame.hidden = true; // no unstyled flash: shown with its stylesheet
-      sheetReady.then((sheet) => { shadow.adoptedStyleSheets = [sheet]; this.frame.hidden = false; });
+      this.shell.hidden = true; // no unstyled flash: shown with its stylesheet
+      sheetReady.then((sheet) => { shadow.adoptedStyleSheets = [sheet]; this.shell.hidden = false; });
     }
     const show = (event) => this.#showTitle(event);
     for (const type of ["pointerover", "click", "focusin"]) shadow.addEventListener(type, show);
@@ -140,7 +142,7 @@ export class SteppedElement extends HTMLElement {
   /** The hovered/tapped/focused node's title in the readout line, unless the diagram keeps its own readout. */
   #showTitle(event) {
     const target = event.composedPath().find((n) => n instanceof Element && n.hasAttribute("title"));
-    if (!target || !this.root.contains(target) || this.root.querySelector("[class*=readout]")) return;
+    if (!this.constructor.titleReadout || !target || !this.root.contains(target) || this.root.querySelector("[class*=readout]")) return;
     this.#readout.textContent = target.getAttribute("title");
     this.#readout.hidden = false;
   }
