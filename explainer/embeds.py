@@ -5,6 +5,7 @@ from urllib.parse import urlencode
 
 from django.conf import settings
 from django.contrib.staticfiles import finders
+from django.core.exceptions import BadRequest
 from django.http import Http404, HttpResponseBadRequest
 from django.shortcuts import render
 from django.templatetags.static import static
@@ -46,6 +47,7 @@ CHOICE_PARAMS = ("step", "layer", "head", "controls", "caption")
 # A static page's `assets`: where the saved file will find a copy of static/ (a relative or site path, never a host).
 ASSETS = re.compile(r"(?!.*//)(?!.*\.\.\.)[A-Za-z0-9_.~/-]*/\Z")
 DEFAULT_PROMPT = "The mole on my face may need a biopsy. Explain this simply."
+THEMES = ("auto", "light", "dark")  # an element's `theme` attribute, an iframe's ?theme=
 MAX_ATTRIBUTE_CHARS = 2000  # a query string is no place for a document; the server caps the prompt anyway
 
 
@@ -102,9 +104,10 @@ def embed_section(request, section: str):
         raise Http404(f"no section {section!r}; one of {', '.join(SECTIONS)}")
     attributes = element_attributes(request.GET)
     run_id = attributes[0][1] if attributes[0][0] == "run" else None
+    theme = embed_theme(request.GET)
     return render(request, "embed.html", {
-        "section": section, "title": SECTIONS[section][1], "attributes": attributes,
-        "article_url": article_link(section, run_id),
+        "section": section, "title": SECTIONS[section][1], "attributes": [*attributes, *([("theme", theme)] if theme != "auto" else [])],
+        "article_url": article_link(section, run_id), "theme": theme,
     })
 
 
@@ -136,11 +139,19 @@ def embed_static(request, section: str):
         recording = recording_of(request, attributes)
     except recordings.RecordingError as exc:  # a named page, as the replay page gives
         return render(request, "recording_error.html", {"error": exc}, status=exc.status)
+    theme = embed_theme(request.GET)
     return render(request, "embed_static.html", {
-        "section": section, "title": SECTIONS[section][1], "assets": assets,
-        "attributes": [("src", "#he-recording"), *attributes[1:]], "recording": recording,
+        "section": section, "title": SECTIONS[section][1], "assets": assets, "theme": theme,
+        "attributes": [("src", "#he-recording"), *attributes[1:], *([("theme", theme)] if theme != "auto" else [])],
+        "recording": recording,
         "article_url": request.build_absolute_uri(article_link(section, run_id)),
     })
+def embed_theme(query) -> str:
+    """`?theme=light|dark|auto` (auto, the default, follows the reader's prefers-color-scheme)."""
+    theme = query.get("theme") or "auto"
+    if theme not in THEMES:
+        raise BadRequest(f"theme must be one of {', '.join(THEMES)}, not {theme[:40]!r}")
+    return theme
 
 
 def demo_source(query) -> tuple[str, str] | None:

@@ -1,7 +1,6 @@
 // Wires the article: prompt box, parameters, run buttons, status banner, streamed reply, and
 // hands one RunState (folded from every server message) to every diagram on the page.
 import { RunState } from "./run-state.js";
-import { el } from "./lib/base-element.js";
 import { SessionClient } from "./client.js";
 import { RunRecorder } from "./save-run.js";
 import { WorkshopFollow } from "./workshop-follow.js";
@@ -212,26 +211,6 @@ function onMessage(msg) {
   renderChrome();
 }
 
-// ---- hover readout: the title of whatever is hovered or tapped inside a diagram -----------------
-
-function bindReadout() {
-  const show = (event) => {
-    const target = event.target instanceof Element ? event.target.closest("[title]") : null;
-    const diagram = target?.closest("[data-rendered]");
-    if (!target || !diagram || !diagram.localName.startsWith("he-")) return;
-    if (diagram.querySelector("[class*=readout]")) return; // the diagram has its own readout
-    // The readout sits right after the diagram, so it survives the diagram's redraws.
-    let out = diagram.nextElementSibling;
-    if (!out?.classList.contains("he-readout")) {
-      out = el("p", { class: "he-readout" });
-      diagram.after(out);
-    }
-    out.textContent = target.getAttribute("title");
-  };
-  document.addEventListener("pointerover", show);
-  document.addEventListener("click", show);
-}
-
 // ---- recorded runs: a permalink (/runs/<id>) or a shipped example, stepped through with no model --------
 
 /** The step bar, made once; scrubbing redraws the chrome (the diagrams follow the page step themselves). */
@@ -370,7 +349,6 @@ function init() {
   findDiagrams();
   addExportBars();
   loadElements();
-  bindReadout();
   document.addEventListener("he-request", (e) => { if (e.detail) request(e.detail); });
   const runId = document.querySelector("[data-run-id]")?.dataset.runId;
   if (runId) {

@@ -14,9 +14,7 @@ import { addExportBar, sourceOfFeed } from "./export-bar.js";
 import { STEPPED, captionOn, controlsOf, resolveStep } from "./lib/choose.js";
 
 const ORIGIN = new URL(import.meta.url).origin;
-const STYLESHEETS = ["css/site.css", "css/elements-b.css", "css/elements-serving.css"];
 const ELEMENTS = SECTIONS.map((section) => `he-${section}`);
-const SCOPE = `:where(${ELEMENTS.join(", ")})`;
 const SOURCES = ["src", "run", "example", "prompt"];
 const DRIVEN = ELEMENTS.flatMap((name) => SOURCES.map((source) => `${name}[${source}]`)).join(", ");
 const NOTHING = "Nothing to show: give this element run=, example=, src= or prompt= (docs/embedding.md)";
@@ -26,44 +24,24 @@ const emptyLines = new WeakMap(); // element -> its "nothing to show" line
 // The iframe page /embed/<section>/ (its template links the styles and the article itself).
 const isEmbedPage = () => document.body?.hasAttribute("data-he-embed-page") ?? false;
 
-// ---- styles: the site's stylesheets, scoped to the diagrams so the host page keeps its own look ------
+// ---- styles: each diagram brings its own (elements.css in its shadow root); the page gets embed.css only ------
 
-/** A stylesheet's rules limited to the diagrams: page rules (body, h1, :root …) must not restyle the host. */
-function scopedCss(text) {
-  const parsed = new CSSStyleSheet();
-  parsed.replaceSync(text);
-  const out = [];
-  for (const rule of parsed.cssRules) {
-    if (rule instanceof CSSKeyframesRule) continue;
-    const selectors = rule instanceof CSSStyleRule ? rule.selectorText.split(",").map((s) => s.trim()) : [];
-    if (selectors.length === 1 && selectors[0] === ":root") out.push(`${SCOPE} { ${rule.style.cssText} }`);
-    else if (selectors.length && selectors.every((s) => ELEMENTS.includes(s))) out.push(rule.cssText);
-    else out.push(`${SCOPE} { ${rule.cssText} }`);
-  }
-  return out.join("\n");
-}
-
-/** Once per document: the site's stylesheets (scoped) and embed.css, from the script's origin. */
+/** Once per document: embed.css, for the caption and prompt box embed.js adds beside the diagrams. */
 async function injectStyles() {
   const root = document.documentElement;
-  if (root.hasAttribute("data-he-embed-styles") || document.querySelector(`link[href$="/static/css/site.css"]`)) return;
+  if (root.hasAttribute("data-he-embed-styles") || document.querySelector(`link[href$="/static/css/embed.css"]`)) return;
   root.setAttribute("data-he-embed-styles", ORIGIN);
   // The author may have linked embed.css in the head already (it reserves the diagrams' heights: embed.css).
   if (!document.querySelector('link[rel=stylesheet][href$="/css/embed.css"]')) {
     document.head.append(el("link", { rel: "stylesheet", href: new URL("../css/embed.css", import.meta.url).href }));
   }
-  const texts = await Promise.all(STYLESHEETS.map((path) =>
-    fetch(new URL(`../${path}`, import.meta.url)).then((r) => (r.ok ? r.text() : ""))));
-  const sheet = new CSSStyleSheet();
-  sheet.replaceSync(texts.map(scopedCss).join("\n"));
-  document.adoptedStyleSheets = [...document.adoptedStyleSheets, sheet];
 }
 
 // ---- captions and the live prompt box -------------------------------------------------------
 
 /** The line under an embedded diagram: what it shows, and a link to the full article. */
 function addCaption(element, feed) {
-  const caption = el("p", { class: "he-embed-caption" });
+  const caption = el("p", { class: "he-embed-caption", "data-theme": element.getAttribute("theme") });
   const status = el("span", { class: "he-embed-status", "aria-live": "polite" });
   caption.append(status);
   // The link: the author's article-href, else where the feed's recording says its replay is (known once loaded).
@@ -85,7 +63,7 @@ function addCaption(element, feed) {
 
 /** A small prompt box above the first element of a live feed: the reader can run it on their own words. */
 function addPromptBox(element, feed) {
-  const form = el("form", { class: "he-embed-form", autocomplete: "off" });
+  const form = el("form", { class: "he-embed-form", autocomplete: "off", "data-theme": element.getAttribute("theme") });
   const input = el("input", { type: "text", name: "prompt", "aria-label": "Prompt", maxlength: "2000" });
   input.value = feed.prompt;
   const play = el("button", { type: "submit", class: "primary" }, "Play");

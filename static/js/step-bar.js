@@ -52,7 +52,7 @@ export class StepBar {
     // Anywhere on the page that is not a control of its own, the arrow keys scrub too.
     document.addEventListener("keydown", (event) => {
       const t = event.target;
-      if (t === document.body || t === document.documentElement || t?.matches?.("section, h2, p, he-pipeline a")) onKey(event);
+      if (t === document.body || t === document.documentElement || t?.matches?.("section, h2, p, he-pipeline")) onKey(event);
     });
   }
 

@@ -76,7 +76,7 @@ def record_frames(page) -> list[dict]:
 
 
 def chip_ids(scope, selector: str) -> list[str]:
-    return scope.locator(f"{selector} .he-chip .id").all_inner_texts()
+    return scope.locator(f"{selector} .he-chip .he-id").all_inner_texts()
 
 
 def test_iframe_embed_replays_the_recording(page, site_url, recording, author_page):
@@ -141,8 +141,8 @@ def test_script_tag_on_another_origin_replays_and_runs_live(page, site_url, reco
     assert chip_ids(page, "he-tokens[prompt]") == [str(t["id"]) for t in live_prefill["tokens"]]
     assert page.locator("he-stages[prompt] + .he-embed-caption").get_attribute("data-state") == "finished"
 
-    # The site's styles reach the diagrams and nothing else: the author's body keeps the browser's defaults.
-    page.wait_for_function("() => getComputedStyle(document.querySelector('he-tokens .he-chips')).display === 'flex'", timeout=10_000)
+    # The diagrams' own stylesheet reaches their shadow roots and nothing else: the author's body keeps the browser's defaults.
+    page.wait_for_function("() => getComputedStyle(document.querySelector('he-tokens').shadowRoot.querySelector('.he-chips')).display === 'flex'", timeout=10_000)
     assert page.evaluate("getComputedStyle(document.body).fontSize") == "16px"
     assert page.evaluate("getComputedStyle(document.body).margin") == "8px"
     assert not page.errors, page.errors
@@ -212,7 +212,7 @@ def test_the_documented_csp_is_enough(page, site_url, recording, author_page):
     page.goto(author_page("csp.html", html(site_url, body, head=head)))
     page.wait_for_selector("he-dice + .he-embed-caption[data-state=finished]", timeout=90_000)
     page.wait_for_selector("he-tokens[data-token-count]", timeout=20_000)
-    page.wait_for_function("() => getComputedStyle(document.querySelector('he-tokens .he-chips')).display === 'flex'", timeout=10_000)
+    page.wait_for_function("() => getComputedStyle(document.querySelector('he-tokens').shadowRoot.querySelector('.he-chips')).display === 'flex'", timeout=10_000)
     page.locator("iframe").scroll_into_view_if_needed()
     page.frame_locator("iframe").locator("he-tokens[data-token-count]").wait_for(timeout=20_000)
     page.wait_for_function("() => document.querySelector('iframe').clientHeight > 150", timeout=15_000)  # sized by embed.js

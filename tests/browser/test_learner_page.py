@@ -43,13 +43,13 @@ def test_phone_map_folds_within_15_percent(browser, site_url):
     page.goto(site_url + "/")
     bar_at(page, 1)
     page.locator("#logits").scroll_into_view_if_needed()
-    toggle = page.locator("he-pipeline .hep-toggle")
+    toggle = page.locator("he-pipeline .he-toggle")
     expect(toggle).to_be_visible()
-    expect(page.locator("he-pipeline .hep-list")).to_be_hidden()  # folded on a phone
+    expect(page.locator("he-pipeline .he-list")).to_be_hidden()  # folded on a phone
     ARTIFACTS.mkdir(exist_ok=True)
     page.screenshot(path=str(ARTIFACTS / "learner-phone-390x844.png"))
     toggle.click()
-    expect(page.locator("he-pipeline .hep-list")).to_be_visible()
+    expect(page.locator("he-pipeline .he-list")).to_be_visible()
     assert page.locator("he-pipeline").bounding_box()["height"] <= 0.15 * 844
     page.screenshot(path=str(ARTIFACTS / "learner-phone-map-open-390x844.png"))
     context.close()
@@ -92,8 +92,8 @@ def test_a_link_opens_at_its_step_and_the_map_is_the_contents(page, site_url):
     bar_at(page, 3)
     shows(page, "he-kv", "data-kv-bytes", run["steps"][2]["kv"]["bytes"])
     pipeline = page.locator("he-pipeline")
-    expect(pipeline.locator("a[href='#tokens'] .hep-fig")).to_have_text(f"{len(run['prefill']['tokens'])} tokens")
-    expect(pipeline.locator("a[href='#dice'] .hep-fig")).to_have_text(f"p = {run['steps'][2]['token']['prob']:.2f}")
+    expect(pipeline.locator("a[href='#tokens'] .he-fig")).to_have_text(f"{len(run['prefill']['tokens'])} tokens")
+    expect(pipeline.locator("a[href='#dice'] .he-fig")).to_have_text(f"p = {run['steps'][2]['token']['prob']:.2f}")
     expect(pipeline).to_have_attribute("data-reached", "stream")  # step 3 of a finished run: the loop's last stage
     pipeline.locator("a[href='#kv']").click()
     expect(pipeline).to_have_attribute("data-in-view", "kv")
@@ -112,7 +112,7 @@ def test_clicking_a_candidate_forks(page, site_url):
     page.locator("#replay-range").fill("2")
     logits = page.locator("he-logits")
     logits.scroll_into_view_if_needed()
-    candidate = logits.locator("button.heb-fork").first
+    candidate = logits.locator("button.he-fork").first
     expect(candidate).to_be_visible()
     token = int(candidate.get_attribute("data-token-id"))
     assert token != steps[1]["token"]["id"]
@@ -133,7 +133,7 @@ def test_clicking_a_candidate_forks(page, site_url):
         raise AssertionError(f"the branch did not finish: {[f.get('type') for f in frames[at:]]}")
     expect(page.locator("#status-banner")).to_contain_text("Finished", timeout=15_000)
     shows(page, "he-sequence", "data-fork-step", 2)
-    expect(page.locator("he-sequence .heb-fork-mark")).to_have_count(1)
+    expect(page.locator("he-sequence .he-fork-mark")).to_have_count(1)
     page.locator("#btn-original").click()
     expect(page.locator("#btn-original")).to_be_hidden()
     page.locator("he-sequence").scroll_into_view_if_needed()

@@ -47,9 +47,9 @@ def test_replay_draws_the_recording(page, site_url):
     # A measurement has no server to ask here: the button settles with the page's refusal, not "measuring…".
     timeline = page.locator("he-timeline")
     timeline.scroll_into_view_if_needed()
-    timeline.locator("button.hes-measure").first.click()
-    expect(timeline.locator(".hes-status").first).to_have_attribute("data-state", "error")
-    expect(timeline.locator(".hes-error")).to_contain_text("no_server")
+    timeline.locator("button.he-measure").first.click()
+    expect(timeline.locator(".he-status").first).to_have_attribute("data-state", "error")
+    expect(timeline.locator(".he-error")).to_contain_text("no_server")
     assert sockets == []  # a replay needs no model and opens no socket
 
 

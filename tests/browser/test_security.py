@@ -98,15 +98,17 @@ def test_markup_in_the_prompt_and_the_generated_text_stays_text(page, site_url):
     show_every_diagram(page, EVERY_DIAGRAM)
     assert seen["dialogs"] == []
     # What an injection would leave behind, whether or not the CSP then stopped its handler from running.
-    assert page.evaluate("document.querySelectorAll('img[onerror], img[src=x], script:not([src])').length") == 0
-    handlers = page.evaluate("[...document.querySelectorAll('*')].flatMap(e => [...e.attributes]"
+    # Every node, the diagrams' shadow roots included (they draw there).
+    every = "(function all(root) { return [...root.querySelectorAll('*')].flatMap(e => [e, ...(e.shadowRoot ? all(e.shadowRoot) : [])]); })(document)"
+    assert page.evaluate(f"{every}.filter(e => e.matches('img[onerror], img[src=x], script:not([src])')).length") == 0
+    handlers = page.evaluate(f"{every}.flatMap(e => [...e.attributes]"
                              ".filter(a => a.name.startsWith('on')).map(a => `${e.localName} ${a.name}`))")
     assert handlers == []
     assert MARKUP in page.locator("#reply").text_content()
-    assert MARKUP in page.locator("he-template").text_content()
+    assert MARKUP in page.locator("he-template .he-template-text").text_content()  # the locator pierces the open shadow root
     page.locator("he-stream").scroll_into_view_if_needed()
     # An arrow function: under script-src 'self' Playwright cannot re-evaluate a bare expression while polling.
-    page.wait_for_function("() => document.querySelector('he-stream').textContent.includes('onerror')", timeout=10_000)
+    page.wait_for_function("() => document.querySelector('he-stream').shadowRoot.textContent.includes('onerror')", timeout=10_000)
     assert not page.errors, page.errors
 
 

@@ -18,7 +18,7 @@ def collect_sent(page) -> list[dict]:
     return sent
 
 
-def measure(page, frames, selector: str, what: str, button: str = "button.hes-measure", timeout_s: float = 300,
+def measure(page, frames, selector: str, what: str, button: str = "button.he-measure", timeout_s: float = 300,
             slow: bool = False) -> dict:
     """Click the diagram's measure button; the first `serving` frame for `what` (or a refusal) after it.
 
@@ -27,7 +27,7 @@ def measure(page, frames, selector: str, what: str, button: str = "button.hes-me
     page.locator(selector).scroll_into_view_if_needed()  # diagrams draw (and so have their button) only on screen
     page.locator(f"{selector} {button}").first.click()
     if slow:
-        assert page.locator(f"{selector} .hes-status").first.inner_text() == "measuring…"
+        assert page.locator(f"{selector} .he-status").first.inner_text() == "measuring…"
         assert page.locator(f"{selector} {button}").first.is_disabled()
     for _ in range(int(timeout_s * 4)):
         for frame in frames[seen:]:
@@ -70,7 +70,7 @@ def test_every_serving_diagram_draws_its_measurement(page, site_url):
 
     page.locator("he-kvcalc input[name=memory_gib]").fill("1")
     page.locator("he-kvcalc input[name=context_tokens]").fill("512")
-    frame = measure(page, frames, "he-kvcalc", "capacity", button=".hes-form button.hes-measure")
+    frame = measure(page, frames, "he-kvcalc", "capacity", button=".he-form button.he-measure")
     assert frame["type"] == "serving", frame
     assert frame["data"]["memory_bytes"] == 1 << 30 and frame["data"]["context_tokens"] == 512  # the form's GiB → bytes
     if os.environ.get("EXPLAINER_TEST_MODEL", "bundled") == "bundled":  # the answer, worked out here from the config

@@ -35,7 +35,7 @@ def log_in_as_host(page, site_url):
 def generated_ids(page) -> list[str]:
     """The generated tokens' ids in the sequence diagram (scrolled on screen: it draws only there)."""
     page.locator("he-sequence").scroll_into_view_if_needed()
-    return [chip.get_attribute("data-id") for chip in page.locator("he-sequence .heb-gen").all()]
+    return [chip.get_attribute("data-id") for chip in page.locator("he-sequence .he-gen").all()]
 
 
 def test_a_broadcast_reaches_two_browser_contexts_in_sync(browser, site_url):

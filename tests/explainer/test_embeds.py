@@ -85,6 +85,16 @@ def test_run_passes_the_recording_id(client, run_id):
 
 
 @pytest.mark.django_db
+def test_theme_reaches_the_element_and_the_page(client):
+    html = client.get("/embed/dice/?example=biopsy&theme=dark").content.decode()
+    assert element(html, "dice") == {"example": "biopsy", "theme": "dark"}
+    assert '<html lang="en" data-theme="dark">' in html
+    assert "theme" not in element(client.get("/embed/dice/?example=biopsy").content.decode(), "dice")  # auto
+    refused = client.get("/embed/dice/?example=biopsy&theme=blue")
+    assert refused.status_code == 400
+
+
+@pytest.mark.django_db
 def test_live_query_becomes_the_elements_attributes(client):
     query = "prompt=Why%20is%20the%20sky%20blue%3F&autostart=1&temperature=0.5&seed=7&max_new_tokens=9&bogus=1"
     attributes = element(client.get(f"/embed/tokens/?{query}").content.decode(), "tokens")

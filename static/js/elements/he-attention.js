@@ -1,7 +1,7 @@
 // <he-attention>: attention weights. Part 1: the prompt's (prefill) matrix for a chosen layer and head,
 // from prefill.attention.full, or .blocks with a "full matrix" request (detail what=attention step=0).
 // Part 2: each generated token's row over the cache, from step.attention (heads | mean, top_keys/top_weights).
-import { HeElement, el, caption, showPiece, heat, fmt } from "../lib/base-element.js";
+import { SteppedElement, define, el, caption, showPiece, heat, fmt } from "../lib/base-element.js";
 import { unpack, at } from "../lib/packed.js";
 import { detailKey, requestFromServer } from "../run-state.js";
 import { matrix, scroller, positionTexts, heatLegend } from "../lib/grid.js";
@@ -22,7 +22,7 @@ function setOptions(sel, n, name, value) {
   sel.value = String(Math.min(value, n - 1));
 }
 
-class HeAttention extends HeElement {
+class HeAttention extends SteppedElement {
   #layer = 0;
   #head = 0;
   #ui = null;
@@ -65,16 +65,16 @@ class HeAttention extends HeElement {
 
   render(state) {
     const pre = state.prefill;
-    if (!pre?.attention) { this.#ui = null; this.replaceChildren(el("p", { class: "he-empty" }, "Press play: attention weights appear here.")); return; }
+    if (!pre?.attention) { this.#ui = null; this.root.replaceChildren(el("p", { class: "he-empty" }, "Press play: attention weights appear here.")); return; }
     if (pre.attention.layers === 0) {  // a model without attention (Mamba, RWKV): say what it does instead
       const note = state.model?.absent_stages?.attention || "this model has no attention layers";
       this.#ui = null;
       this.dataset.layers = "0";
-      this.replaceChildren(el("p", { class: "he-empty he-absent" }, `No attention to draw: ${note}.`));
+      this.root.replaceChildren(el("p", { class: "he-empty he-absent" }, `No attention to draw: ${note}.`));
       return;
     }
     const ui = this.#skeleton();
-    if (!ui.root[0].isConnected) this.replaceChildren(...ui.root);
+    if (!ui.root[0].isConnected) this.root.replaceChildren(...ui.root);
     const A = pre.attention;
     this.#applyAsked(A);
     setOptions(ui.layer, A.layers, "layer", this.#layer);
@@ -193,4 +193,4 @@ class HeAttention extends HeElement {
   }
 }
 
-customElements.define("he-attention", HeAttention);
+define("he-attention", HeAttention);

@@ -1,6 +1,6 @@
 // <he-batch>: batching on this server. The visitor's prompt decoded alone and in batches with other
 // prompts: throughput against batch size, and how far row 0's logits and greedy tokens moved.
-import { HeElement, el, caption, fmt } from "../lib/base-element.js";
+import { SteppedElement, define, el, caption, fmt } from "../lib/base-element.js";
 import { readout, hover, int } from "../lib/widgets.js";
 import { MeasuredElement, bars } from "../lib/measure.js";
 
@@ -21,10 +21,10 @@ class HeBatch extends MeasuredElement {
   render(rs) {
     super.render(rs);
     const step = rs?.lastStep;
-    this.liveLine ??= el("p", { class: "heb-live" });
+    this.liveLine ??= el("p", { class: "he-live" });
     this.liveLine.textContent = step?.batch_size
       ? `Your step ${step.step} ran in a batch of ${step.batch_size}${step.batch_size === 1 ? " (alone)" : ""}.` : "";
-    if (this.liveLine.parentNode !== this) this.prepend(this.liveLine);
+    if (this.liveLine.parentNode !== this.root) this.root.prepend(this.liveLine);
   }
 
   draw(data, rs) {
@@ -35,23 +35,23 @@ class HeBatch extends MeasuredElement {
     const line = readout("Hover or tap a bar or a row for its exact values.");
 
     const throughput = bars(runs.map((r) => ({
-      label: `batch of ${r.batch_size}`, value: r.tokens_per_s, cls: "hes-t-forward",
+      label: `batch of ${r.batch_size}`, value: r.tokens_per_s, cls: "he-t-forward",
       text: `${fmt(r.tokens_per_s, 1)} tok/s${data.throughput_ratio[r.batch_size] != null ? ` (${fmt(data.throughput_ratio[r.batch_size], 2)}×)` : ""}`,
       title: `batch of ${r.batch_size}: ${r.batch_size} rows decoded together in ${r.seconds} s = ${r.tokens_per_s} tokens/s over all rows, `
         + `${data.throughput_ratio[r.batch_size] ?? "–"}× batch size 1`,
     })), line);
 
-    const table = el("table", { class: "heb-table hes-drift" });
+    const table = el("table", { class: "he-table he-drift" });
     const head = el("tr");
     for (const h of ["batch size", "max |logit difference|", "flipped tokens", "first flip", "padding"]) head.append(el("th", { scope: "col" }, h));
     const thead = el("thead");
     thead.append(head);
     const body = el("tbody");
     for (const r of runs) {
-      const tr = el("tr", { class: r.flipped_tokens ? "hes-flip" : null });
-      tr.append(el("td", {}, r.batch_size), el("td", { class: "hes-num" }, diff(r.max_abs_logit_diff)), el("td", { class: "hes-num" }, int(r.flipped_tokens)),
+      const tr = el("tr", { class: r.flipped_tokens ? "he-flip" : null });
+      tr.append(el("td", {}, r.batch_size), el("td", { class: "he-num" }, diff(r.max_abs_logit_diff)), el("td", { class: "he-num" }, int(r.flipped_tokens)),
         el("td", {}, r.first_flip == null ? "none" : `token ${r.first_flip + 1}: ${data.reference_tokens[r.first_flip]} → ${r.tokens[r.first_flip]}`),
-        el("td", { class: "hes-num" }, int(r.padding_tokens)));
+        el("td", { class: "he-num" }, int(r.padding_tokens)));
       hover(tr, `batch of ${r.batch_size}: row 0's logits differ from batch size 1 by at most ${r.max_abs_logit_diff} `
         + `(over the steps before the first flip); ${r.flipped_tokens} of ${data.reference_tokens.length} greedy tokens differ`
         + `${r.first_flip == null ? "" : `, first at token ${r.first_flip + 1} (id ${data.reference_tokens[r.first_flip]} became ${r.tokens[r.first_flip]})`}; `
@@ -59,7 +59,7 @@ class HeBatch extends MeasuredElement {
       body.append(tr);
     }
     table.append(thead, body);
-    const scroll = el("div", { class: "heb-scroll", tabindex: "0", role: "region", "aria-label": "the batch (scrollable)" });
+    const scroll = el("div", { class: "he-scroll capped", tabindex: "0", role: "region", "aria-label": "the batch (scrollable)" });
     scroll.append(table);
 
     const worst = Math.max(...runs.map((r) => r.max_abs_logit_diff));
@@ -69,13 +69,13 @@ class HeBatch extends MeasuredElement {
         ? `Here the logits moved (by at most ${worst.toExponential(2)}) but no greedy token flipped: the top candidates were never close enough.`
         : "Here the logits came out bit-for-bit identical: this machine's kernels did not change their arithmetic with the batch shape.";
     this.view.replaceChildren(
-      el("p", { class: "heb-col-sub" }, "Throughput: tokens per second over every row of the batch, and the ratio to batch size 1:"), throughput,
-      el("p", { class: "heb-col-sub" }, `Your row (row 0) against decoding it alone, ${int(data.reference_tokens.length)} greedy tokens:`), scroll,
-      el("p", { class: "hes-callout" }, verdict), line,
+      el("p", { class: "he-col-sub" }, "Throughput: tokens per second over every row of the batch, and the ratio to batch size 1:"), throughput,
+      el("p", { class: "he-col-sub" }, `Your row (row 0) against decoding it alone, ${int(data.reference_tokens.length)} greedy tokens:`), scroll,
+      el("p", { class: "he-callout" }, verdict), line,
       caption(`Measured ${data.measured_at ? `at ${data.measured_at} (UTC)` : "just now"} on this server's model (${data.model}): your ${int(data.prompt_tokens)}-token prompt decoded greedily for up to ${int(data.max_new_tokens)} tokens, `
         + "alone and as row 0 of batches padded on the left with other prompts. The differences are exactly what this machine produced, "
         + "and may well be 0; on other hardware and kernels they need not be."));
   }
 }
 
-customElements.define("he-batch", HeBatch);
+define("he-batch", HeBatch);

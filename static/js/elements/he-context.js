@@ -1,47 +1,47 @@
 // <he-context>: the context window vs the KV cache: positions used by the prompt and the reply, the
 // free rest, and the cache that speeds decoding inside the window without enlarging it.
-import { HeElement, el, caption, bytes } from "../lib/base-element.js";
+import { SteppedElement, define, el, caption, bytes } from "../lib/base-element.js";
 import { readout, hover, pct, int } from "../lib/widgets.js";
 
-class HeContext extends HeElement {
+class HeContext extends SteppedElement {
   render(rs) {
     const last = rs.lastStep;
     const kv = last?.kv ?? rs.prefill?.kv;
     const W = kv?.context_window ?? rs.session?.model?.context_window;
-    if (W == null) { delete this.dataset.contextWindow; this.replaceChildren(caption("Waiting for the run.")); return; }
+    if (W == null) { delete this.dataset.contextWindow; this.root.replaceChildren(caption("Waiting for the run.")); return; }
     this.dataset.contextWindow = String(W);
     const P = rs.prefill?.tokens?.length ?? 0;
     const n = rs.steps.length;
     const free = Math.max(0, W - P - n);
     const line = readout("Hover or tap a part of the window for its size.");
 
-    const barNode = el("div", { class: "heb-ctx" });
-    for (const [cls, count, label] of [["heb-ctx-prompt", P, "prompt"], ["heb-ctx-gen", n, "generated"], ["heb-ctx-free", free, "free"]]) {
+    const barNode = el("div", { class: "he-ctx" });
+    for (const [cls, count, label] of [["he-ctx-prompt", P, "prompt"], ["he-ctx-gen", n, "generated"], ["he-ctx-free", free, "free"]]) {
       if (!count) continue;
-      const seg = el("div", { class: `heb-ctx-seg ${cls}`, style: `flex-grow:${count}` });
+      const seg = el("div", { class: `he-ctx-seg ${cls}`, style: `flex-grow:${count}` });
       hover(seg, `${label}: ${int(count)} positions (${pct(count / W)} of ${int(W)})`, line);
       barNode.append(seg);
     }
     // The cache, on the same scale: it covers positions already read, inside the window.
-    const cacheBar = el("div", { class: "heb-ctx heb-ctx-cache" });
+    const cacheBar = el("div", { class: "he-ctx he-ctx-cache" });
     if (kv) {
-      const held = el("div", { class: "heb-ctx-seg heb-ctx-kv", style: `flex-grow:${kv.seq_len}` }, "KV");
+      const held = el("div", { class: "he-ctx-seg he-ctx-kv", style: `flex-grow:${kv.seq_len}` }, "KV");
       hover(held, `KV cache: positions 0–${kv.seq_len - 1} (${int(kv.seq_len)}), ${int(kv.bytes)} bytes`, line);
-      cacheBar.append(held, el("div", { class: "heb-ctx-seg heb-ctx-none", style: `flex-grow:${Math.max(0, W - kv.seq_len)}` }));
+      cacheBar.append(held, el("div", { class: "he-ctx-seg he-ctx-none", style: `flex-grow:${Math.max(0, W - kv.seq_len)}` }));
     }
-    const axis = el("div", { class: "heb-axis" });
+    const axis = el("div", { class: "he-axis" });
     axis.append(el("span", {}, "position 0"), el("span", {}, `${int(W - 1)}`));
-    const legend = el("p", { class: "heb-legend" });
-    legend.append(el("span", { class: "heb-key heb-ctx-prompt" }), ` prompt ${int(P)}  `,
-      el("span", { class: "heb-key heb-ctx-gen" }), ` generated ${int(n)}  `,
-      el("span", { class: "heb-key heb-ctx-free" }), ` free ${int(free)}  `,
-      el("span", { class: "heb-key heb-ctx-kv" }), ` KV cache ${int(kv?.seq_len ?? 0)}`);
+    const legend = el("p", { class: "he-legend" });
+    legend.append(el("span", { class: "he-key he-ctx-prompt" }), ` prompt ${int(P)}  `,
+      el("span", { class: "he-key he-ctx-gen" }), ` generated ${int(n)}  `,
+      el("span", { class: "he-key he-ctx-free" }), ` free ${int(free)}  `,
+      el("span", { class: "he-key he-ctx-kv" }), ` KV cache ${int(kv?.seq_len ?? 0)}`);
 
     // Every payload so far reports the window; the cache never changes it.
     const windows = new Set([rs.prefill?.kv?.context_window, ...rs.steps.map((s) => s.kv.context_window)].filter((x) => x != null));
     const reports = (rs.prefill ? 1 : 0) + n;
     const sliding = rs.session?.model?.sliding_window;
-    const cache = el("div", { class: "heb-gqa" });
+    const cache = el("div", { class: "he-gqa" });
     if (kv) {
       cache.append(el("p", {}, `KV cache now: ${int(kv.seq_len)} positions, ${bytes(kv.bytes)} (${int(kv.bytes)} bytes). `
         + "It keeps the keys and values of positions already read, so each step runs the model on one new position instead of the whole sequence: "
@@ -49,16 +49,16 @@ class HeContext extends HeElement {
         + `${int(W)} positions, cached or not.`));
       hover(cache, `kv.seq_len = ${kv.seq_len}, kv.bytes = ${kv.bytes}, kv.context_window = ${kv.context_window}`, line, false);
     }
-    cache.append(el("p", { class: "heb-col-sub" }, windows.size === 1
+    cache.append(el("p", { class: "he-col-sub" }, windows.size === 1
       ? `All ${int(reports)} payloads of this run report the same window: ${int(W)} positions, while the cache grew.`
       : `The payloads report different windows: ${[...windows].join(", ")}.`));
-    if (sliding) cache.append(el("p", { class: "heb-col-sub" }, `Some layers also use a sliding window: they attend only to the last ${int(sliding)} positions.`));
+    if (sliding) cache.append(el("p", { class: "he-col-sub" }, `Some layers also use a sliding window: they attend only to the last ${int(sliding)} positions.`));
 
-    this.replaceChildren(el("p", { class: "heb-big" }, `${int(P + n)} of ${int(W)} positions used`), barNode, cacheBar, axis, legend, cache, line,
+    this.root.replaceChildren(el("p", { class: "he-big" }, `${int(P + n)} of ${int(W)} positions used`), barNode, cacheBar, axis, legend, cache, line,
       caption(`This run's ${rs.session?.model?.name ?? "model"} has a context window of ${int(W)} positions. `
         + `The prompt took ${int(P)}, ${int(n)} token${n === 1 ? " was" : "s were"} generated, ${int(free)} remain. `
         + `The run ends with stop reason context_window if the sequence reaches ${int(W)}.`));
   }
 }
 
-customElements.define("he-context", HeContext);
+define("he-context", HeContext);

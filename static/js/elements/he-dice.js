@@ -1,9 +1,9 @@
 // <he-dice>: the dice roll of one step: the cumulative distribution (tokens sorted by probability)
 // and where u landed on it; greedy steps take the argmax without dice.
-import { HeElement, el, caption, showPiece } from "../lib/base-element.js";
+import { SteppedElement, define, el, caption, showPiece } from "../lib/base-element.js";
 import { mount, readout, hover, chip, pct, int, forkRow } from "../lib/widgets.js";
 
-class HeDice extends HeElement {
+class HeDice extends SteppedElement {
   render(rs) {
     const body = mount(this);
     const n = this.step(rs.steps.length);
@@ -17,22 +17,22 @@ class HeDice extends HeElement {
     const chosen = segs.find((s) => s.chosen);
 
     const parts = [];
-    const head = el("p", { class: "heb-big" });
+    const head = el("p", { class: "he-big" });
     if (step.greedy || !draw) {
-      head.append("temperature 0: argmax, no dice → ", chip(step.token.text, step.token.id, "heb-chosen"));
+      head.append("temperature 0: argmax, no dice → ", chip(step.token.text, step.token.id, "he-chosen"));
     } else {
-      head.append(`u = ${draw.u} → `, chip(step.token.text, step.token.id, "heb-chosen"));
+      head.append(`u = ${draw.u} → `, chip(step.token.text, step.token.id, "he-chosen"));
     }
     parts.push(head);
     parts.push(bar(segs, 0, 1, draw?.u, line, "0", "1"));
     if (draw && chosen && chosen.b - chosen.a < 0.04) {
       const w = Math.max(0.02, 3 * (chosen.b - chosen.a));
       const lo = Math.max(0, chosen.a - w), hi = Math.min(1, chosen.b + w);
-      parts.push(el("p", { class: "heb-col-sub" }, `zoomed in on ${lo.toFixed(3)} … ${hi.toFixed(3)}:`));
+      parts.push(el("p", { class: "he-col-sub" }, `zoomed in on ${lo.toFixed(3)} … ${hi.toFixed(3)}:`));
       parts.push(bar(segs, lo, hi, draw.u, line, lo.toFixed(3), hi.toFixed(3)));
     }
     parts.push(table(segs, line));
-    const sentence = el("p", { class: "heb-dice-says" });
+    const sentence = el("p", { class: "he-dice-says" });
     if (draw) {
       sentence.append(`u = ${draw.u} fell between ${draw.cumulative_before} and ${draw.cumulative_after}: `
         + `the ${ordinal(draw.rank + 1)} most likely token, `, chip(step.token.text, step.token.id), ` (p = ${pct(step.token.prob)}).`);
@@ -71,14 +71,14 @@ function segments(step) {
 }
 
 function bar(segs, lo, hi, u, line, loLabel, hiLabel) {
-  const wrap = el("div", { class: "heb-dicebar-wrap" });
-  const barNode = el("div", { class: "heb-dicebar" });
+  const wrap = el("div", { class: "he-dicebar-wrap" });
+  const barNode = el("div", { class: "he-dicebar" });
   const span = hi - lo;
   segs.forEach((s, i) => {
     const a = Math.max(s.a, lo), b = Math.min(s.b, hi);
     if (b <= a) return;
     const width = ((b - a) / span) * 100;
-    const cls = s.rest ? "heb-seg heb-seg-rest" : `heb-seg heb-seg-${i % 2 ? "b" : "a"}${s.chosen ? " heb-seg-chosen" : ""}`;
+    const cls = s.rest ? "he-seg he-seg-rest" : `he-seg he-seg-${i % 2 ? "b" : "a"}${s.chosen ? " he-seg-chosen" : ""}`;
     const node = el("div", { class: cls, style: `left:${((a - lo) / span) * 100}%;width:${width}%` });
     if (width > 7 && !s.rest) node.textContent = showPiece(s.text);
     const what = s.rest ? `${s.rest}: ${s.a.toFixed(6)} … ${s.b.toFixed(6)} (${pct(s.b - s.a)})`
@@ -88,19 +88,19 @@ function bar(segs, lo, hi, u, line, loLabel, hiLabel) {
   });
   if (u != null && u >= lo && u <= hi) {
     const x = ((u - lo) / span) * 100;
-    const mark = el("div", { class: "heb-umark", style: `left:${x}%` });
-    const label = el("div", { class: `heb-ulabel${x > 70 ? " heb-ulabel-left" : ""}`, style: `left:${x}%` }, `u = ${u}`);
+    const mark = el("div", { class: "he-umark", style: `left:${x}%` });
+    const label = el("div", { class: `he-ulabel${x > 70 ? " he-ulabel-left" : ""}`, style: `left:${x}%` }, `u = ${u}`);
     wrap.append(label);
     barNode.append(mark);
   }
-  const axis = el("div", { class: "heb-axis" });
+  const axis = el("div", { class: "he-axis" });
   axis.append(el("span", {}, loLabel), el("span", {}, hiLabel));
   wrap.append(barNode, axis);
   return wrap;
 }
 
 function table(segs, line) {
-  const t = el("table", { class: "heb-table" });
+  const t = el("table", { class: "he-table" });
   const hr = el("tr");
   for (const h of ["rank", "token", "p", "cumulative"]) hr.append(el("th", {}, h));
   const thead = el("thead");
@@ -108,8 +108,8 @@ function table(segs, line) {
   t.append(thead);
   const tb = el("tbody");
   for (const s of segs) {
-    if (s.rest) { const r = el("tr", { class: "heb-rest-row" }); r.append(el("td", { colspan: "4" }, `${s.rest}: ${pct(s.b - s.a)}`)); tb.append(r); continue; }
-    const r = el("tr", { class: s.chosen ? "heb-chosen-row" : "" });
+    if (s.rest) { const r = el("tr", { class: "he-rest-row" }); r.append(el("td", { colspan: "4" }, `${s.rest}: ${pct(s.b - s.a)}`)); tb.append(r); continue; }
+    const r = el("tr", { class: s.chosen ? "he-chosen-row" : "" });
     const tok = el("td");
     tok.append(chip(s.text, s.id));
     r.append(el("td", {}, s.rank + 1), tok, el("td", {}, pct(s.prob)), el("td", {}, `${s.a.toFixed(4)} – ${s.b.toFixed(4)}`));
@@ -125,4 +125,4 @@ function ordinal(k) {
   return `${k}${s}`;
 }
 
-customElements.define("he-dice", HeDice);
+define("he-dice", HeDice);

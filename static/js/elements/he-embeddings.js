@@ -1,12 +1,12 @@
 // <he-embeddings>: each prompt token's row of the embedding table (its first dims) as a colour strip,
 // with the norm of the full row. Reads prefill.embeddings {shape, slice, norms, scale} and prefill.tokens.
-import { HeElement, el, caption, showPiece, heat, fmt } from "../lib/base-element.js";
+import { SteppedElement, define, el, caption, showPiece, heat, ink, fmt } from "../lib/base-element.js";
 import { unpack, row } from "../lib/packed.js";
 
-class HeEmbeddings extends HeElement {
+class HeEmbeddings extends SteppedElement {
   render(state) {
     const pre = state.prefill;
-    if (!pre?.embeddings) { this.replaceChildren(el("p", { class: "he-empty" }, "Press play: the looked-up rows appear here.")); return; }
+    if (!pre?.embeddings) { this.root.replaceChildren(el("p", { class: "he-empty" }, "Press play: the looked-up rows appear here.")); return; }
     this.dataset.rows = String(pre.embeddings.norms.shape[0]);
     this.dataset.tableShape = pre.embeddings.shape.join("x");
     const emb = pre.embeddings;
@@ -52,14 +52,14 @@ class HeEmbeddings extends HeElement {
     }
 
     const legend = el("p", { class: "he-legend" });
-    legend.append(el("span", { class: "swatch", style: `background:${heat(-1, true)}` }, `−${fmt(maxAbs, 2)}`),
-      el("span", { class: "swatch", style: `background:${heat(0, true)}` }, "0"),
-      el("span", { class: "swatch", style: `background:${heat(1, true)}` }, `+${fmt(maxAbs, 2)}`));
+    legend.append(el("span", { class: "swatch", style: `background:${heat(-1, true)}; color:${ink(heat(-1, true))}` }, `−${fmt(maxAbs, 2)}`),
+      el("span", { class: "swatch", style: `background:${heat(0, true)}; color:${ink(heat(0, true))}` }, "0"),
+      el("span", { class: "swatch", style: `background:${heat(1, true)}; color:${ink(heat(1, true))}` }, `+${fmt(maxAbs, 2)}`));
 
     const ids = new Set(tokens.map((t) => t.id));
     const scaled = emb.scale != null && emb.scale !== 1
       ? ` Before layer 0 every row is multiplied by ${fmt(emb.scale, 3)}.` : "";
-    this.replaceChildren(head, legend, table, caption(
+    this.root.replaceChildren(head, legend, table, caption(
       `Measured on this run: ${rows} rows read from a ${vocab} × ${hidden} table (${ids.size} distinct ids). ` +
       `Norms range ${fmt(Math.min(...norms.data), 3)}–${fmt(maxNorm, 3)}; colours scaled to the largest |value| shown, ${fmt(maxAbs, 3)}.` +
       scaled + " Hover a cell for its value.",
@@ -67,4 +67,4 @@ class HeEmbeddings extends HeElement {
   }
 }
 
-customElements.define("he-embeddings", HeEmbeddings);
+define("he-embeddings", HeEmbeddings);

@@ -1,26 +1,26 @@
 // <he-kvcalc>: how big the KV cache gets. On request, the server computes bytes per token for its
 // own model and real configs (OPT-13B, Llama-2-7B, Llama-3-8B, Mistral-7B, Qwen2.5-7B-1M) with the
 // formula per row, beside the bytes this run's cache actually held; and a capacity calculator.
-import { HeElement, el, caption, bytes } from "../lib/base-element.js";
+import { SteppedElement, define, el, caption, bytes } from "../lib/base-element.js";
 import { readout, hover, int } from "../lib/widgets.js";
 import { Measure, stats } from "../lib/measure.js";
 
 const DTYPE_BYTES = { float32: 4, float16: 2, bfloat16: 2, int8: 1, fp8: 1, float64: 8 };
 const GIB = 1024 ** 3;
 
-class HeKvcalc extends HeElement {
+class HeKvcalc extends SteppedElement {
   render(rs) {
     this.measure ??= new Measure(this, "kv", { label: "Measure on this server" });
     this.capacity ??= new Measure(this, "capacity", { label: "How many fit?", fields: ["memory_bytes", "context_tokens"], extra: () => this.capacityFields() });
     if (!this.tablePart) {
-      this.tablePart = el("div", { class: "hes-part" });
-      this.capPart = el("div", { class: "hes-part" });
+      this.tablePart = el("div", { class: "he-part" });
+      this.capPart = el("div", { class: "he-part" });
       this.memory = el("input", { type: "number", min: "0.001", step: "any", value: "80", name: "memory_gib", inputmode: "decimal" });
       this.context = el("input", { type: "number", min: "1", step: "1", value: "2048", name: "context_tokens", inputmode: "numeric" });
-      const form = el("div", { class: "hes-form" });
+      const form = el("div", { class: "he-form" });
       const lab = (text, input) => { const l = el("label", {}); l.append(el("span", {}, text), input); return l; };
       form.append(lab("memory (GiB)", this.memory), lab("context per visitor (tokens)", this.context), this.capacity.node);
-      this.replaceChildren(this.measure.node, this.tablePart, el("h3", { class: "he-subhead" }, "How many visitors fit?"), form, this.capPart);
+      this.root.replaceChildren(this.measure.node, this.tablePart, el("h3", { class: "he-subhead" }, "How many visitors fit?"), form, this.capPart);
     }
     this.drawTable(rs);
     this.drawCapacity(rs);
@@ -44,7 +44,7 @@ class HeKvcalc extends HeElement {
     const opt = data.rows.find((r) => r.key === "opt-13b");
     if (opt) this.dataset.optBytesPerToken = String(opt.bytes_per_token); else delete this.dataset.optBytesPerToken;
     const line = readout("Hover or tap a cell for its formula and exact bytes.");
-    const table = el("table", { class: "heb-table hes-kvtable" });
+    const table = el("table", { class: "he-table he-kvtable" });
     const head = el("tr");
     for (const h of ["model", "bytes per token", "formula", "query / KV heads", ...data.tokens.filter((n) => n > 1).map((n) => `${int(n)} token${n === 1 ? "" : "s"}`)]) head.append(el("th", { scope: "col" }, h));
     const thead = el("thead");
@@ -52,7 +52,7 @@ class HeKvcalc extends HeElement {
     table.append(thead);
     const body = el("tbody");
     for (const r of data.rows) {
-      const tr = el("tr", { class: r.key === "opt-13b" ? "hes-hl" : r.key === "loaded" ? "hes-ours" : null, "data-key": r.key });
+      const tr = el("tr", { class: r.key === "opt-13b" ? "he-hl" : r.key === "loaded" ? "he-ours" : null, "data-key": r.key });
       const name = el("th", { scope: "row" });
       name.append(el("span", {}, r.name));
       if (r.sliding_window) name.append(el("small", {}, ` sliding window ${int(r.sliding_window)}`));
@@ -61,7 +61,7 @@ class HeKvcalc extends HeElement {
       const heads = el("td", {}, `${r.query_heads ?? "?"} / ${r.kv_heads}${gqa ? " GQA" : ""}`);
       hover(heads, gqa ? `grouped-query attention: ${r.query_heads} query heads share ${r.kv_heads} KV heads; the cache stores only the KV heads, ${r.query_heads / r.kv_heads}× less`
         : `${r.query_heads} query heads, one KV head each: no sharing`, line);
-      const per = el("td", { class: `hes-num${r.key === "opt-13b" ? " hes-key" : ""}` }, int(r.bytes_per_token));
+      const per = el("td", { class: `he-num${r.key === "opt-13b" ? " he-keycell" : ""}` }, int(r.bytes_per_token));
       hover(per, `${r.formula} (${bytes(r.bytes_per_token)})`, line);
       const bpe = DTYPE_BYTES[data.dtype];
       const formula = el("td", {}, `2 × ${r.layers} × ${r.kv_heads} × ${r.head_dim} × ${bpe ?? "?"}`);
@@ -71,7 +71,7 @@ class HeKvcalc extends HeElement {
         const over = r.context_window && t.tokens > r.context_window;
         const capped = r.sliding_window && t.tokens >= r.sliding_window;
         const key = r.key === "opt-13b" && t.tokens === 2048;
-        const td = el("td", { class: `hes-num${over ? " hes-over" : ""}${key ? " hes-key" : ""}` }, bytes(t.total_bytes));
+        const td = el("td", { class: `he-num${over ? " he-over" : ""}${key ? " he-keycell" : ""}` }, bytes(t.total_bytes));
         hover(td, `${r.name}, ${int(t.tokens)} tokens: ${int(t.total_bytes)} bytes`
           + (capped ? ` (the sliding window keeps only the last ${int(r.sliding_window - 1)} positions' keys, so it stops growing)` : ` = ${int(t.tokens)} × ${int(r.bytes_per_token)}`)
           + (over ? `; beyond its ${int(r.context_window)}-token context window` : ""), line);
@@ -80,13 +80,13 @@ class HeKvcalc extends HeElement {
       body.append(tr);
     }
     table.append(body);
-    const scroll = el("div", { class: "heb-scroll hes-wide", tabindex: "0", role: "region", "aria-label": "KV cache sizes (scrollable)" });
+    const scroll = el("div", { class: "he-scroll capped he-wide-table", tabindex: "0", role: "region", "aria-label": "KV cache sizes (scrollable)" });
     scroll.append(table);
 
-    const parts = [el("p", { class: "hes-scroll-hint" }, "Scroll the table sideways for every column."), scroll, el("p", { class: "heb-col-sub" }, `Formula: ${data.formula}, in ${data.dtype} (${DTYPE_BYTES[data.dtype] ?? "?"} bytes per element). Greyed totals exceed the model's context window.`)];
+    const parts = [el("p", { class: "he-scroll-hint" }, "Scroll the table sideways for every column."), scroll, el("p", { class: "he-col-sub" }, `Formula: ${data.formula}, in ${data.dtype} (${DTYPE_BYTES[data.dtype] ?? "?"} bytes per element). Greyed totals exceed the model's context window.`)];
     if (opt) {
       const at2048 = opt.totals.find((t) => t.tokens === 2048);
-      parts.push(el("p", { class: "hes-callout" }, `OPT-13B: ${int(opt.bytes_per_token)} bytes per token = ${bytes(opt.bytes_per_token)}, the vLLM paper's "800 KB"`
+      parts.push(el("p", { class: "he-callout" }, `OPT-13B: ${int(opt.bytes_per_token)} bytes per token = ${bytes(opt.bytes_per_token)}, the vLLM paper's "800 KB"`
         + (at2048 ? `; one 2,048-token request holds ${int(at2048.total_bytes)} bytes = ${bytes(at2048.total_bytes)}, its "up to 1.6 GB".` : ".")));
     }
     parts.push(this.liveCache(rs, data, line), line,
@@ -100,7 +100,7 @@ class HeKvcalc extends HeElement {
     const ours = data.rows.find((r) => r.key === "loaded");
     const kv = rs.lastStep?.kv ?? rs.prefill?.kv;
     if (!ours) return el("p", {});
-    if (!kv) return el("p", { class: "heb-col-sub" }, "Run a prompt to see your run's cache measured beside this server's row.");
+    if (!kv) return el("p", { class: "he-col-sub" }, "Run a prompt to see your run's cache measured beside this server's row.");
     const size = DTYPE_BYTES[kv.dtype], tableSize = DTYPE_BYTES[data.dtype];
     const predicted = size && tableSize ? (ours.bytes_per_token / tableSize) * size * kv.stored_tokens : null;
     const node = stats([
@@ -111,8 +111,8 @@ class HeKvcalc extends HeElement {
         predicted != null ? `${int(ours.bytes_per_token)} B/token in ${data.dtype} × ${size}/${tableSize} bytes per element (${kv.dtype}) × ${int(kv.stored_tokens)} positions = ${int(predicted)} bytes`
           + (predicted === kv.bytes ? ": equal to the measured cache" : `: the measured cache holds ${int(kv.bytes)}`) : "unknown dtype"],
     ], line);
-    const wrap = el("div", { class: "hes-live" });
-    wrap.append(el("p", { class: "heb-col-sub" }, `This server's row, checked against your run's cache (${kv.dtype ?? "unknown dtype"}, the table assumes ${data.dtype}):`), node);
+    const wrap = el("div", { class: "he-live" });
+    wrap.append(el("p", { class: "he-col-sub" }, `This server's row, checked against your run's cache (${kv.dtype ?? "unknown dtype"}, the table assumes ${data.dtype}):`), node);
     return wrap;
   }
 
@@ -128,7 +128,7 @@ class HeKvcalc extends HeElement {
     const line = readout("Hover or tap a number for how it was computed.");
     const free = data.memory_bytes - data.weight_bytes;
     this.capPart.replaceChildren(
-      el("p", { class: "heb-big hes-visitors" }, `${int(data.visitors)} visitors' caches fit`),
+      el("p", { class: "he-big he-visitors" }, `${int(data.visitors)} visitors' caches fit`),
       stats([
         ["memory", bytes(data.memory_bytes), `${int(data.memory_bytes)} bytes`],
         ["weights", bytes(data.weight_bytes), `${int(data.weight_bytes)} bytes of this server's weights, loaded once for everyone`],
@@ -141,4 +141,4 @@ class HeKvcalc extends HeElement {
   }
 }
 
-customElements.define("he-kvcalc", HeKvcalc);
+define("he-kvcalc", HeKvcalc);

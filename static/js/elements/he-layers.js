@@ -1,7 +1,7 @@
 // <he-layers>: the residual stream through depth. Hidden-state norms per position and layer
 // (prefill.hidden_norms packed (layers + 1, P), then step.hidden_norms for each generated position),
 // and the logit lens (prefill.lens / step.lens: [{layer, ids, probs, texts}]) as a table.
-import { HeElement, el, caption, showPiece, heat, fmt } from "../lib/base-element.js";
+import { SteppedElement, define, el, caption, showPiece, heat, fmt } from "../lib/base-element.js";
 import { unpack, at } from "../lib/packed.js";
 import { matrix, scroller, knownPieces } from "../lib/grid.js";
 import { detailKey, requestFromServer } from "../run-state.js";
@@ -16,16 +16,16 @@ const svg = (tag, attrs = {}, text) => {
 };
 const depthName = (i) => (i === 0 ? "input (embeddings)" : `after layer ${i}`);
 
-class HeLayers extends HeElement {
+class HeLayers extends SteppedElement {
   #col = null;  // a column the visitor clicked (null: the column of the page's step)
   #colAt = null; // the page step it was clicked at: moving the step bar goes back to following it
 
   render(state) {
     const pre = state.prefill;
-    if (!pre?.hidden_norms) { this.replaceChildren(el("p", { class: "he-empty" }, "Press play: the residual stream through the layers appears here.")); return; }
+    if (!pre?.hidden_norms) { this.root.replaceChildren(el("p", { class: "he-empty" }, "Press play: the residual stream through the layers appears here.")); return; }
     this.dataset.depth = String(pre.hidden_norms.shape[0]);
     this.dataset.positions = String(pre.tokens.length + state.steps.length);
-    this.replaceChildren(el("h3", { class: "he-subhead" }, "How large the vector gets, layer by layer"), ...this.#norms(state),
+    this.root.replaceChildren(el("h3", { class: "he-subhead" }, "How large the vector gets, layer by layer"), ...this.#norms(state),
       el("h3", { class: "he-subhead" }, "What each layer would predict (logit lens)"), ...this.#lensTable(state));
   }
 
@@ -163,4 +163,4 @@ class HeLayers extends HeElement {
   }
 }
 
-customElements.define("he-layers", HeLayers);
+define("he-layers", HeLayers);

@@ -1,12 +1,12 @@
 // <he-mask>: the causal mask over the prompt (prefill.mask {size, sliding_window}) and the live check
 // runState.checks.causal_mask {passed, data: {change_at, original, replacement, max_abs_change[], earlier_unchanged}}.
-import { HeElement, el, caption, showPiece, fmt } from "../lib/base-element.js";
+import { SteppedElement, define, el, caption, showPiece, fmt } from "../lib/base-element.js";
 import { matrix, scroller } from "../lib/grid.js";
 
-class HeMask extends HeElement {
+class HeMask extends SteppedElement {
   render(state) {
     const pre = state.prefill;
-    if (!pre?.mask) { this.replaceChildren(el("p", { class: "he-empty" }, "Press play: the mask over your prompt appears here.")); return; }
+    if (!pre?.mask) { this.root.replaceChildren(el("p", { class: "he-empty" }, "Press play: the mask over your prompt appears here.")); return; }
     this.dataset.size = String(pre.mask.size);
     const check = state.checks?.causal_mask;
     if (check) this.dataset.checkPassed = String(check.passed);
@@ -41,7 +41,7 @@ class HeMask extends HeElement {
       (win != null ? `, and so are keys more than ${win} back` : "") + ". Hover a cell for its query and key.",
     )];
     parts.push(...this.#check(state.checks?.causal_mask, tokens));
-    this.replaceChildren(...parts);
+    this.root.replaceChildren(...parts);
   }
 
   #check(check, tokens) {
@@ -77,4 +77,4 @@ class HeMask extends HeElement {
   }
 }
 
-customElements.define("he-mask", HeMask);
+define("he-mask", HeMask);

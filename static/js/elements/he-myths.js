@@ -1,11 +1,11 @@
 // <he-myths>: "what did not happen": each myth answered by a check measured on this run.
-import { HeElement, el, caption, showPiece, fmt } from "../lib/base-element.js";
+import { SteppedElement, define, el, caption, showPiece, fmt } from "../lib/base-element.js";
 import { unpack } from "../lib/packed.js";
 import { readout, hover, chip, int } from "../lib/widgets.js";
 
 const WAIT = { status: "waiting", text: "waiting for the run" };
 
-class HeMyths extends HeElement {
+class HeMyths extends SteppedElement {
   render(rs) {
     const line = readout("Hover or tap a row for the raw numbers.");
     const rows = [
@@ -17,14 +17,14 @@ class HeMyths extends HeElement {
       ["kv_window", "The KV cache enlarges the context window.", kvWindow(rs)],
       ["weights_unchanged", "The model learns from the conversation.", weights(rs.checks?.weights_unchanged)],
     ];
-    const list = el("ol", { class: "heb-myths" });
+    const list = el("ol", { class: "he-myths" });
     const count = { pass: 0, fail: 0, waiting: 0 };
     for (const [key, myth, r] of rows) {
       count[r.status] += 1;
-      const li = el("li", { class: `heb-myth heb-${r.status}`, "data-check": key, "data-status": r.status });
-      const mark = el("span", { class: "heb-myth-mark", "aria-label": r.status }, r.status === "pass" ? "✓" : r.status === "fail" ? "✗" : "…");
-      const text = el("div", { class: "heb-myth-text" });
-      text.append(el("s", { class: "heb-myth-claim" }, myth), el("p", {}, r.text));
+      const li = el("li", { class: `he-myth he-${r.status}`, "data-check": key, "data-status": r.status });
+      const mark = el("span", { class: "he-myth-mark", "aria-label": r.status }, r.status === "pass" ? "✓" : r.status === "fail" ? "✗" : "…");
+      const text = el("div", { class: "he-myth-text" });
+      text.append(el("s", { class: "he-myth-claim" }, myth), el("p", {}, r.text));
       if (r.extra) text.append(r.extra);
       li.append(mark, text);
       hover(li, r.raw || r.text, line);
@@ -33,7 +33,7 @@ class HeMyths extends HeElement {
     this.dataset.passed = String(count.pass);
     this.dataset.failed = String(count.fail);
     this.dataset.waiting = String(count.waiting);
-    this.replaceChildren(list, line,
+    this.root.replaceChildren(list, line,
       caption(`Seven things that did not happen, each checked on this run: ${count.pass} held (✓), ${count.fail} failed (✗), `
         + `${count.waiting} still waiting for data. ✓ and ✗ come from the measurements, not from this text.`));
   }
@@ -48,13 +48,13 @@ function lookup(rs, line) {
   const ids = p.tokens.map((t) => t.id);
   const ok = ids.every((id) => Number.isInteger(id) && id >= 0 && id < V);
   const norms = safeUnpack(p.embeddings.norms);
-  const extra = el("div", { class: "heb-chips" });
+  const extra = el("div", { class: "he-chips" });
   p.tokens.slice(0, 24).forEach((t, i) => {
-    const c = chip(t.text, t.id, t.special ? "heb-special" : "");
+    const c = chip(t.text, t.id, t.special ? "he-special" : "");
     hover(c, `${showPiece(t.text)}: id ${t.id} = row ${t.id} of ${V}; row norm ${norms ? fmt(norms.data[i], 3) : "–"}`, line, false);
     extra.append(c);
   });
-  if (p.tokens.length > 24) extra.append(el("span", { class: "heb-more" }, `+ ${int(p.tokens.length - 24)} more`));
+  if (p.tokens.length > 24) extra.append(el("span", { class: "he-more" }, `+ ${int(p.tokens.length - 24)} more`));
   return { status: verdict(ok), extra,
     text: `The ${int(ids.length)} prompt ids are row numbers into a ${int(V)} × ${int(H)} embedding table: id ${ids[ids.length - 1]} is row ${ids[ids.length - 1]}. `
       + (ok ? `Every id is an index in 0–${int(V - 1)}; nothing looked up a meaning.` : "Some id is not a row index of the table."),
@@ -65,7 +65,7 @@ function embeddingRows(check) {
   if (!check) return WAIT;
   const d = check.data || {};
   const rows = d.rows || [];
-  const t = el("table", { class: "heb-table heb-small" });
+  const t = el("table", { class: "he-table he-small" });
   const hr = el("tr");
   for (const h of ["position", "id", "norm before", "norm after"]) hr.append(el("th", {}, h));
   t.append(hr);
@@ -90,9 +90,9 @@ function causal(check, line) {
   const changes = d.max_abs_change || [];
   const max = Math.max(1e-12, ...changes);
   // Scrolls sideways on a narrow column: focusable, so a keyboard can scroll it (axe scrollable-region-focusable).
-  const bars = el("div", { class: "heb-minibars", tabindex: "0", role: "group", "aria-label": "Largest change per position" });
+  const bars = el("div", { class: "he-minibars", tabindex: "0", role: "group", "aria-label": "Largest change per position" });
   changes.forEach((v, i) => {
-    const b = el("div", { class: `heb-minibar${i < d.change_at ? " heb-before" : i === d.change_at ? " heb-at" : ""}` });
+    const b = el("div", { class: `he-minibar${i < d.change_at ? " he-before" : i === d.change_at ? " he-at" : ""}` });
     b.append(el("div", { style: `height:${Math.max(v > 0 ? 4 : 0, (v / max) * 100)}%` }), el("span", {}, i));
     hover(b, `position ${i}: largest change of the final hidden state ${v}${i < d.change_at ? " (before the change)" : ""}`, line, false);
     bars.append(b);
@@ -151,4 +151,4 @@ function weights(check) {
 
 function safeUnpack(p) { try { return unpack(p); } catch { return null; } }
 
-customElements.define("he-myths", HeMyths);
+define("he-myths", HeMyths);

@@ -1,7 +1,7 @@
 // <he-pipeline>: the map of the pipeline. It is the table of contents (each stage links to its section and
 // the section in view is marked) and the live view of the page's step: each stage shows that step's key
 // figure from the run, and the stages the step has reached are lit.
-import { HeElement, el, showPiece, bytes } from "../lib/base-element.js";
+import { SteppedElement, define, el, showPiece, bytes } from "../lib/base-element.js";
 
 const fixed = (x, d) => (x == null || !Number.isFinite(x) ? "–" : x.toFixed(d));
 
@@ -47,7 +47,8 @@ function checks(rs) {
   return all.length ? `${all.filter((c) => c.passed).length}/${all.length} held` : null;
 }
 
-class HePipeline extends HeElement {
+class HePipeline extends SteppedElement {
+  static titleReadout = false; // it sits in the sticky bar: its stages' titles stay tooltips
   #links = new Map(); // section id → <a>
   #inView = null;
 
@@ -59,24 +60,24 @@ class HePipeline extends HeElement {
   }
 
   #build() {
-    const toggle = el("button", { type: "button", class: "hep-toggle", "aria-expanded": "false", "aria-controls": "hep-list" }, "Map");
+    const toggle = el("button", { type: "button", class: "he-toggle", "aria-expanded": "false", "aria-controls": "he-list" }, "Map");
     toggle.addEventListener("click", () => {
       const open = toggle.getAttribute("aria-expanded") !== "true";
       toggle.setAttribute("aria-expanded", String(open));
       this.classList.toggle("open", open);
     });
-    const list = el("ol", { class: "hep-list", id: "hep-list" });
+    const list = el("ol", { class: "he-list", id: "he-list" });
     STAGES.forEach(([id, name], i) => {
-      const link = el("a", { href: `#${id}`, class: "hep-stage", "data-stage": name, "data-index": i });
-      link.append(el("span", { class: "hep-name" }, name), el("span", { class: "hep-fig" }, ""));
+      const link = el("a", { href: `#${id}`, class: "he-stage", "data-stage": name, "data-index": i });
+      link.append(el("span", { class: "he-name" }, name), el("span", { class: "he-fig" }, ""));
       const item = el("li");
       item.append(link);
       list.append(item);
       this.#links.set(id, link);
     });
-    const nav = el("nav", { class: "hep", "aria-label": "Map of the pipeline (table of contents)" });
+    const nav = el("nav", { class: "he-map", "aria-label": "Map of the pipeline (table of contents)" });
     nav.append(toggle, list);
-    this.replaceChildren(nav);
+    this.root.replaceChildren(nav);
   }
 
   /** Mark the link of the section nearest the top of the screen as the current location. */
@@ -107,7 +108,7 @@ class HePipeline extends HeElement {
     STAGES.forEach(([id, , figure], i) => {
       const link = this.#links.get(id);
       const value = figure(rs, s, k);
-      link.querySelector(".hep-fig").textContent = value || "–";
+      link.querySelector(".he-fig").textContent = value || "–";
       link.classList.toggle("lit", i <= reached && i <= STOP);
       link.classList.toggle("reached", i === reached);
       link.title = `${link.dataset.stage}: ${value || "no figure yet"} (step ${k} of ${n})`;
@@ -116,4 +117,4 @@ class HePipeline extends HeElement {
   }
 }
 
-if (!customElements.get("he-pipeline")) customElements.define("he-pipeline", HePipeline);
+define("he-pipeline", HePipeline);

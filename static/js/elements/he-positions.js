@@ -1,7 +1,7 @@
 // <he-positions>: how the model knows where each token sits.
 // Rotary: prefill.positions.rotary {theta, head_dim, freq_index[], angles (tokens, len(freq_index))} as clock hands.
 // Learned: prefill.positions.learned (tokens, dims) as colour strips.
-import { HeElement, el, caption, showPiece, heat, fmt } from "../lib/base-element.js";
+import { SteppedElement, define, el, caption, showPiece, heat, fmt } from "../lib/base-element.js";
 import { unpack, at, row } from "../lib/packed.js";
 
 const SVG = "http://www.w3.org/2000/svg";
@@ -22,16 +22,16 @@ function clock(angle, title) {
   return s;
 }
 
-class HePositions extends HeElement {
+class HePositions extends SteppedElement {
   render(state) {
     const pos = state.prefill?.positions;
-    if (!pos) { this.replaceChildren(el("p", { class: "he-empty" }, "Press play: each position's encoding appears here.")); return; }
+    if (!pos) { this.root.replaceChildren(el("p", { class: "he-empty" }, "Press play: each position's encoding appears here.")); return; }
     const tokens = state.prefill.tokens || [];
     this.dataset.scheme = pos.scheme;
     this.dataset.positions = String(tokens.length);
     if (pos.scheme === "rotary" && pos.rotary) this.#rotary(pos.rotary, tokens);
     else if (pos.learned) this.#learned(unpack(pos.learned), tokens);
-    else this.replaceChildren(el("p", { class: "he-empty" }, `Position scheme "${pos.scheme}": nothing to draw.`));
+    else this.root.replaceChildren(el("p", { class: "he-empty" }, `Position scheme "${pos.scheme}": nothing to draw.`));
   }
 
   #rotary(rot, tokens) {
@@ -70,7 +70,7 @@ class HePositions extends HeElement {
     const scroll = el("div", { class: "he-scroll tall", tabindex: "0", role: "region", "aria-label": "rotation angles (scrollable)" });
     scroll.append(grid);
     const fast = step[0], slow = step[nf - 1];
-    this.replaceChildren(head, scroll, caption(
+    this.root.replaceChildren(head, scroll, caption(
       `Measured on this run: angles for ${count} positions × ${nf} frequency pairs. ` +
       (count > 1 ? `The fastest pair shown turns ${fmt(fast, 3)} rad per position, the slowest ${fmt(slow, 5)} rad, so nearby positions differ in the fast pairs and distant ones in the slow pairs. ` : "") +
       "The grey line is angle 0 (position 0); hover a dial for its angle.",
@@ -96,10 +96,10 @@ class HePositions extends HeElement {
       line.append(strip);
       table.append(line);
     }
-    this.replaceChildren(head, table, caption(
+    this.root.replaceChildren(head, table, caption(
       `Measured on this run: the position vectors for positions 0–${count - 1}, first ${dims} dims; colours scaled to ±${fmt(maxAbs, 3)}. Hover a cell for its value.`,
     ));
   }
 }
 
-customElements.define("he-positions", HePositions);
+define("he-positions", HePositions);

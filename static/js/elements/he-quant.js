@@ -1,6 +1,6 @@
 // <he-quant>: weight-only quantization on this server. A copy of the model with its Linear weights
 // stored in 8 bits: memory before and after, decode speed, and how far its outputs moved.
-import { HeElement, el, caption, bytes, fmt } from "../lib/base-element.js";
+import { SteppedElement, define, el, caption, bytes, fmt } from "../lib/base-element.js";
 import { readout, pct, int } from "../lib/widgets.js";
 import { MeasuredElement, stats, bars } from "../lib/measure.js";
 
@@ -16,20 +16,20 @@ class HeQuant extends MeasuredElement {
     const line = readout("Hover or tap a bar or a number for its exact value.");
     const saved = 1 - data.weight_bytes_after / data.weight_bytes_before;
     const memory = bars([
-      { label: "original", value: data.weight_bytes_before, text: bytes(data.weight_bytes_before), cls: "hes-t-forward",
+      { label: "original", value: data.weight_bytes_before, text: bytes(data.weight_bytes_before), cls: "he-t-forward",
         title: `weight_bytes_before = ${int(data.weight_bytes_before)} bytes: every parameter and buffer` },
-      { label: `int${data.bits} copy`, value: data.weight_bytes_after, text: bytes(data.weight_bytes_after), cls: "hes-t-sampling",
+      { label: `int${data.bits} copy`, value: data.weight_bytes_after, text: bytes(data.weight_bytes_after), cls: "he-t-sampling",
         title: `weight_bytes_after = ${int(data.weight_bytes_after)} bytes (${pct(saved)} smaller): small integers, their scales, and what stayed in float` },
     ], line);
     const speed = bars([
-      { label: "original", value: data.decode_tokens_per_s_before, text: `${fmt(data.decode_tokens_per_s_before, 1)} tok/s`, cls: "hes-t-forward",
+      { label: "original", value: data.decode_tokens_per_s_before, text: `${fmt(data.decode_tokens_per_s_before, 1)} tok/s`, cls: "he-t-forward",
         title: `decode_tokens_per_s_before = ${data.decode_tokens_per_s_before}` },
-      { label: `int${data.bits} copy`, value: data.decode_tokens_per_s_after, text: `${fmt(data.decode_tokens_per_s_after, 1)} tok/s`, cls: "hes-t-sampling",
+      { label: `int${data.bits} copy`, value: data.decode_tokens_per_s_after, text: `${fmt(data.decode_tokens_per_s_after, 1)} tok/s`, cls: "he-t-sampling",
         title: `decode_tokens_per_s_after = ${data.decode_tokens_per_s_after}; ratio ${data.decode_speed_ratio}` },
     ], line);
     this.view.replaceChildren(
-      el("p", { class: "heb-col-sub" }, "Memory the weights take:"), memory,
-      el("p", { class: "heb-col-sub" }, "Decode speed (the best of two runs each):"), speed,
+      el("p", { class: "he-col-sub" }, "Memory the weights take:"), memory,
+      el("p", { class: "he-col-sub" }, "Decode speed (the best of two runs each):"), speed,
       stats([
         ["weights", `${pct(saved)} smaller`, `${int(data.weight_bytes_before)} → ${int(data.weight_bytes_after)} bytes`],
         ["decode speed", `${fmt(data.decode_speed_ratio, 2)}×`, `decode_speed_ratio = ${data.decode_speed_ratio}: int${data.bits} tokens/s over original tokens/s`],
@@ -45,4 +45,4 @@ class HeQuant extends MeasuredElement {
   }
 }
 
-customElements.define("he-quant", HeQuant);
+define("he-quant", HeQuant);

@@ -1,8 +1,8 @@
 // <he-sequence>: append and loop: the prompt tokens, then one token per step, each fed back in.
-import { HeElement, el, caption, showPiece } from "../lib/base-element.js";
+import { SteppedElement, define, el, caption, showPiece } from "../lib/base-element.js";
 import { mount, readout, hover, chip, int } from "../lib/widgets.js";
 
-class HeSequence extends HeElement {
+class HeSequence extends SteppedElement {
   render(rs) {
     const body = mount(this);
     const n = this.step(rs.steps.length);
@@ -15,9 +15,9 @@ class HeSequence extends HeElement {
     const line = readout("Hover or tap a token for its position and id.");
     const inputPos = step?.input?.position;
 
-    const seq = el("div", { class: "heb-seq" });
+    const seq = el("div", { class: "he-seq" });
     prompt.forEach((t, i) => {
-      const node = chip(t.text, t.id, `heb-prompt${t.special ? " heb-special" : ""}${i === inputPos ? " heb-input" : ""}`);
+      const node = chip(t.text, t.id, `he-prompt${t.special ? " he-special" : ""}${i === inputPos ? " he-input" : ""}`);
       hover(node, `position ${i} · prompt token · id ${t.id} · ${showPiece(t.text)}${t.special ? " (special)" : ""}${i === inputPos ? ` · fed to step ${n}` : ""}`, line, false);
       seq.append(node);
     });
@@ -26,7 +26,7 @@ class HeSequence extends HeElement {
       const pos = P + j;
       const newest = j === n - 1;
       const node = chip(s.token.text, s.token.id,
-        `heb-gen${s.token.special ? " heb-special" : ""}${newest ? " heb-newest" : ""}${pos === inputPos ? " heb-input" : ""}${s.forced ? " heb-fork-mark" : ""}`);
+        `he-gen${s.token.special ? " he-special" : ""}${newest ? " he-newest" : ""}${pos === inputPos ? " he-input" : ""}${s.forced ? " he-fork-mark" : ""}`);
       hover(node, `position ${pos} · chosen at step ${s.step} · id ${s.token.id} · ${showPiece(s.token.text)} · p = ${s.token.prob}`
         + `${s.forced ? " (forced by a fork)" : ""}${newest ? " · the newest token" : ""}`, line, false);
       seq.append(node);
@@ -35,7 +35,7 @@ class HeSequence extends HeElement {
     const forked = rs.steps.find((s) => s.forced);
     if (forked) this.dataset.forkStep = String(forked.step); else delete this.dataset.forkStep;
     const parts = [seq, line];
-    if (forked) parts.push(el("p", { class: "heb-fork-note" }, `A branch: at step ${forked.step} (position ${P + forked.step - 1}, dashed) the token was chosen by a fork, not sampled; everything after it follows from that choice.`));
+    if (forked) parts.push(el("p", { class: "he-fork-note" }, `A branch: at step ${forked.step} (position ${P + forked.step - 1}, dashed) the token was chosen by a fork, not sampled; everything after it follows from that choice.`));
     if (step) parts.unshift(loop(step, n, rs));
     const stopped = n === rs.steps.length ? rs.done?.stop_reason ?? step?.stop_reason : null;
     parts.push(caption(step
@@ -50,12 +50,12 @@ class HeSequence extends HeElement {
 
 /** One turn of the loop for step n: input → forward → sample → append → feed back. */
 function loop(step, n, rs) {
-  const box = el("ol", { class: "heb-loop" });
+  const box = el("ol", { class: "he-loop" });
   const a = el("li");
-  a.append("input ", chip(step.input.text, step.input.id, "heb-input"), ` at position ${step.input.position}`);
+  a.append("input ", chip(step.input.text, step.input.id, "he-input"), ` at position ${step.input.position}`);
   const b = el("li", {}, `${step.forward} forward pass over ${int(step.attention?.keys)} cached positions`);
   const c = el("li");
-  c.append("logits → stages → ", step.greedy ? "argmax → " : "dice → ", chip(step.token.text, step.token.id, "heb-newest"));
+  c.append("logits → stages → ", step.greedy ? "argmax → " : "dice → ", chip(step.token.text, step.token.id, "he-newest"));
   const d = el("li", {}, `appended at position ${step.input.position + 1}`);
   const last = n === rs.steps.length;
   const stopped = last ? rs.done?.stop_reason ?? step.stop_reason : null;
@@ -64,4 +64,4 @@ function loop(step, n, rs) {
   return box;
 }
 
-customElements.define("he-sequence", HeSequence);
+define("he-sequence", HeSequence);

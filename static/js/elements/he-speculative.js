@@ -1,7 +1,7 @@
 // <he-speculative>: speculative decoding on this server. Each round a draft proposes up to k tokens — a small
 // draft model's guesses, or (n-gram prompt lookup, any model) tokens copied from earlier in the sequence;
 // the target checks them all in one forward pass, keeps the agreeing prefix, and adds one of its own.
-import { HeElement, el, caption, fmt } from "../lib/base-element.js";
+import { SteppedElement, define, el, caption, fmt } from "../lib/base-element.js";
 import { readout, hover, chip, textsOf, pct, int } from "../lib/widgets.js";
 import { Measure, MeasuredElement, stats, bars, legend, ms } from "../lib/measure.js";
 
@@ -17,11 +17,11 @@ class HeSpeculative extends MeasuredElement {
 
   render(rs) {
     if (!this.measure) {
-      const select = el("select", { class: "hes-draft", "aria-label": "Draft" });
+      const select = el("select", { class: "he-draft", "aria-label": "Draft" });
       for (const [value, label] of DRAFTS) select.append(el("option", { value }, label));
       this.measure = new Measure(this, "speculative", { label: HeSpeculative.label, fields: ["draft"],
         extra: () => (select.value ? { draft: select.value } : {}) });
-      this.measure.node.append(el("label", { class: "hes-draft-label" }, "draft: ", select));
+      this.measure.node.append(el("label", { class: "he-draft-label" }, "draft: ", select));
     }
     super.render(rs);
   }
@@ -35,39 +35,39 @@ class HeSpeculative extends MeasuredElement {
     const texts = textsOf(rs.prefill?.tokens, ...rs.steps.flatMap((s) => [[s.token], s.logits?.top, s.probs]));
     for (const [id, text] of Object.entries(data.pieces || {})) texts.set(Number(id), text);  // the report's own
     const token = (id, cls, title) => {
-      const node = texts.has(id) ? chip(texts.get(id), id, cls) : el("span", { class: `heb-chip ${cls}`, "data-id": id });
-      if (!texts.has(id)) node.append(el("span", { class: "heb-id" }, `#${id}`));
+      const node = texts.has(id) ? chip(texts.get(id), id, cls) : el("span", { class: `he-chip ${cls}`, "data-id": id });
+      if (!texts.has(id)) node.append(el("span", { class: "he-id" }, `#${id}`));
       return hover(node, title, line);
     };
 
-    const list = el("ol", { class: "hes-rounds" });
+    const list = el("ol", { class: "he-rounds" });
     data.rounds.forEach((r, i) => {
-      const item = el("li", { class: "hes-round" });
-      item.append(el("span", { class: "hes-round-label" }, r.proposed.length ? `round ${i + 1}: ${r.accepted}/${r.proposed.length}` : `round ${i + 1}: nothing to copy`));
-      const chips = el("span", { class: "heb-chips" });
+      const item = el("li", { class: "he-round" });
+      item.append(el("span", { class: "he-round-label" }, r.proposed.length ? `round ${i + 1}: ${r.accepted}/${r.proposed.length}` : `round ${i + 1}: nothing to copy`));
+      const chips = el("span", { class: "he-chips" });
       r.proposed.forEach((id, j) => {
-        if (j < r.accepted) chips.append(token(id, "hes-acc", `round ${i + 1}, proposal ${j + 1}: id ${id}, accepted (the target's own choice there)`));
-        else if (j === r.accepted) chips.append(token(id, "hes-rej", `round ${i + 1}, proposal ${j + 1}: id ${id}, rejected (the target chose otherwise)`));
-        else chips.append(token(id, "hes-skip", `round ${i + 1}, proposal ${j + 1}: id ${id}, discarded unchecked (after a rejection)`));
+        if (j < r.accepted) chips.append(token(id, "he-acc", `round ${i + 1}, proposal ${j + 1}: id ${id}, accepted (the target's own choice there)`));
+        else if (j === r.accepted) chips.append(token(id, "he-rej", `round ${i + 1}, proposal ${j + 1}: id ${id}, rejected (the target chose otherwise)`));
+        else chips.append(token(id, "he-skip", `round ${i + 1}, proposal ${j + 1}: id ${id}, discarded unchecked (after a rejection)`));
       });
-      if (r.corrected != null) chips.append(token(r.corrected, "hes-corr", `round ${i + 1}: id ${r.corrected}, the target's token in place of the rejected one`));
-      if (r.bonus != null) chips.append(token(r.bonus, "hes-bonus", `round ${i + 1}: id ${r.bonus}, bonus token from the target's pass (all proposals accepted)`));
+      if (r.corrected != null) chips.append(token(r.corrected, "he-corr", `round ${i + 1}: id ${r.corrected}, the target's token in place of the rejected one`));
+      if (r.bonus != null) chips.append(token(r.bonus, "he-bonus", `round ${i + 1}: id ${r.bonus}, bonus token from the target's pass (all proposals accepted)`));
       item.append(chips);
       list.append(item);
     });
-    const scroll = el("div", { class: "heb-scroll", tabindex: "0", role: "region", "aria-label": "speculative decoding passes (scrollable)" });
+    const scroll = el("div", { class: "he-scroll capped", tabindex: "0", role: "region", "aria-label": "speculative decoding passes (scrollable)" });
     scroll.append(list);
 
     const n = data.tokens.length;
     const alone = data.target_alone_forward_passes ?? data.target_tokens?.length;
     const passes = bars([
-      { label: "speculative", value: data.target_forward_passes, text: `${int(data.target_forward_passes)} passes`, cls: "hes-t-prefill",
+      { label: "speculative", value: data.target_forward_passes, text: `${int(data.target_forward_passes)} passes`, cls: "he-t-prefill",
         title: `target forward passes with the draft: ${data.target_forward_passes} for ${n} tokens (and ${ngram ? "no model passes for the lookups" : `${data.draft_forward_passes} cheap draft passes`})` },
-      { label: "target alone", value: alone ?? 0, text: `${int(alone)} passes`, cls: "hes-t-forward",
+      { label: "target alone", value: alone ?? 0, text: `${int(alone)} passes`, cls: "he-t-forward",
         title: `target forward passes decoding alone: ${alone} for ${data.target_tokens?.length ?? "–"} tokens, one per token` },
     ], line);
     this.view.replaceChildren(
-      el("p", { class: `heb-big hes-identical ${data.identical ? "hes-yes" : "hes-no"}` },
+      el("p", { class: `he-big he-identical ${data.identical ? "he-yes" : "he-no"}` },
         `Identical to the target's own greedy output: ${data.identical ? "yes" : "no"}`),
       stats([
         ["acceptance rate", pct(data.acceptance_rate), `acceptance_rate = ${data.acceptance_rate}: accepted proposals / all proposals`],
@@ -77,9 +77,9 @@ class HeSpeculative extends MeasuredElement {
           : ["draft passes", int(data.draft_forward_passes), `${data.draft_forward_passes} draft forward passes (one per proposal)`],
         ["speed-up", `${fmt(data.speedup, 2)}×`, `target alone ${fmt(data.target_ms, 1)} ms / speculative ${fmt(data.spec_ms, 1)} ms = ${fmt(data.speedup, 3)}×`],
       ], line),
-      el("p", { class: "heb-col-sub" }, `Forward passes of this server's model for ${int(n)} tokens:`), passes,
-      el("p", { class: "heb-col-sub" }, "Each round, the draft's proposals:"),
-      legend([["hes-acc", "accepted"], ["hes-rej", "first rejected"], ["hes-skip", "discarded"], ["hes-corr", "target's correction"], ["hes-bonus", "bonus"]]),
+      el("p", { class: "he-col-sub" }, `Forward passes of this server's model for ${int(n)} tokens:`), passes,
+      el("p", { class: "he-col-sub" }, "Each round, the draft's proposals:"),
+      legend([["he-acc", "accepted"], ["he-rej", "first rejected"], ["he-skip", "discarded"], ["he-corr", "target's correction"], ["he-bonus", "bonus"]]),
       scroll, line,
       caption(`Measured just now on this server: greedy speculative decoding with ${ngram ? "n-gram prompt lookup" : "a draft model"}, `
         + `k = ${data.k}, ${int(n)} tokens in ${ms(data.spec_ms)} against ${ms(data.target_ms)} for the model alone. `
@@ -89,4 +89,4 @@ class HeSpeculative extends MeasuredElement {
   }
 }
 
-customElements.define("he-speculative", HeSpeculative);
+define("he-speculative", HeSpeculative);

@@ -1,6 +1,6 @@
 // <he-stages>: penalties → temperature → filters → softmax, the candidates before and after each stage,
 // with a temperature slider that asks the server to re-apply the stages to this step's kept logits.
-import { HeElement, el, caption, showPiece, fmt } from "../lib/base-element.js";
+import { SteppedElement, define, el, caption, showPiece, fmt } from "../lib/base-element.js";
 import { requestFromServer } from "../run-state.js";
 import { mount, readout, hover, chip, textsOf, linkIds, pct, int } from "../lib/widgets.js";
 
@@ -17,7 +17,7 @@ const WHAT = {
 /** A number an author wrote as an attribute, or null. */
 const asked = (raw) => (raw != null && raw.trim() !== "" && Number.isFinite(Number(raw)) ? Number(raw) : null);
 
-class HeStages extends HeElement {
+class HeStages extends SteppedElement {
   constructor() {
     super();
     this.whatIf = null; // {step, temperature} once the visitor moves the slider
@@ -26,10 +26,10 @@ class HeStages extends HeElement {
 
   #controls() {
     this.slider = el("input", { type: "range", min: "0", max: "2", step: "0.05", value: "1", "aria-label": "temperature" });
-    this.tOut = el("output", { class: "heb-picker-out" });
-    this.reset = el("button", { type: "button", class: "heb-picker-latest" }, "this run's temperature");
-    const box = el("div", { class: "heb-picker heb-temp" });
-    box.append(el("span", { class: "heb-picker-label" }, "Temperature"), this.slider, this.tOut, this.reset);
+    this.tOut = el("output", { class: "he-picker-out" });
+    this.reset = el("button", { type: "button", class: "he-picker-latest" }, "this run's temperature");
+    const box = el("div", { class: "he-picker he-temp" });
+    box.append(el("span", { class: "he-picker-label" }, "Temperature"), this.slider, this.tOut, this.reset);
     this.slider.addEventListener("input", () => {
       const t = Number(this.slider.value);
       const step = this.shownStep;
@@ -73,18 +73,18 @@ class HeStages extends HeElement {
     const vocab = step.logits.vocab_size;
 
     // The pipeline at a glance: every stage, applied or not, with the survivors after it.
-    const pipe = el("ol", { class: "heb-pipe" });
-    pipe.append(el("li", { class: "heb-pipe-on" }, `raw logits · ${int(vocab)}`));
+    const pipe = el("ol", { class: "he-pipe" });
+    pipe.append(el("li", { class: "he-pipe-on" }, `raw logits · ${int(vocab)}`));
     for (const s of stages) {
-      const li = el("li", { class: s.applied ? "heb-pipe-on" : "heb-pipe-off" });
+      const li = el("li", { class: s.applied ? "he-pipe-on" : "he-pipe-off" });
       li.append(el("b", {}, s.name), ` ${paramText(s.name, params)} · ${s.applied ? `${int(s.survivors)} left` : "off"}`);
       hover(li, `${s.name} (${WHAT[s.name] || ""}): ${s.applied ? "applied" : "not applied"}, ${int(s.survivors)} of ${int(vocab)} tokens left`, line);
       pipe.append(li);
     }
-    pipe.append(el("li", { class: "heb-pipe-on" }, "softmax → probabilities"));
+    pipe.append(el("li", { class: "he-pipe-on" }, "softmax → probabilities"));
 
     // Columns: raw logits, every applied stage, the final distribution.
-    const cols = el("div", { class: "heb-cols" });
+    const cols = el("div", { class: "he-cols" });
     const chosen = re ? re.token.id : step.token.id;
     cols.append(column("raw logits", `${int(vocab)} scores`, step.logits.top.map((x) => ({ id: x.id, value: x.logit })), texts, line, false, chosen));
     for (const s of stages) {
@@ -116,8 +116,8 @@ function shortParam(name, params) {
 }
 
 function column(title, sub, rows, texts, line, isProb, chosen) {
-  const col = el("div", { class: "heb-col" });
-  col.append(el("div", { class: "heb-col-head" }, title), el("div", { class: "heb-col-sub" }, sub));
+  const col = el("div", { class: "he-col" });
+  col.append(el("div", { class: "he-col-head" }, title), el("div", { class: "he-col-sub" }, sub));
   // Bar = how likely the row is relative to the column's top row: e^(logit − top logit), or p / top p.
   const finite = rows.filter((r) => r.value != null).map((r) => r.value);
   const top = finite.length ? Math.max(...finite) : 0;
@@ -125,11 +125,11 @@ function column(title, sub, rows, texts, line, isProb, chosen) {
   for (const r of rows) {
     const text = texts.get(r.id);
     const removed = r.value == null;
-    const row = el("div", { class: `heb-srow${removed ? " heb-removed" : ""}${r.id === chosen ? " heb-srow-chosen" : ""}`, "data-id": r.id });
-    const track = el("div", { class: "heb-strack" });
-    if (!removed) track.append(el("div", { class: `heb-sbar${isProb ? " heb-prob" : ""}`, style: `width:${rel(r.value) * 100}%` }));
+    const row = el("div", { class: `he-srow${removed ? " he-removed" : ""}${r.id === chosen ? " he-srow-chosen" : ""}`, "data-id": r.id });
+    const track = el("div", { class: "he-strack" });
+    if (!removed) track.append(el("div", { class: `he-sbar${isProb ? " he-prob" : ""}`, style: `width:${rel(r.value) * 100}%` }));
     row.append(chip(text ?? `id ${r.id}`, text == null ? null : r.id), track,
-      el("span", { class: "heb-sval" }, removed ? "removed" : isProb ? pct(r.value) : fmt(r.value, 2)));
+      el("span", { class: "he-sval" }, removed ? "removed" : isProb ? pct(r.value) : fmt(r.value, 2)));
     hover(row, `${title}: ${text == null ? "" : showPiece(text) + " "}(id ${r.id}) ${removed ? "removed (−∞)" : isProb ? `probability ${r.value}` : `logit ${r.value}, e^(logit − top) = ${fmt(rel(r.value), 4)}`}`, line, false);
     col.append(row);
   }
@@ -137,23 +137,23 @@ function column(title, sub, rows, texts, line, isProb, chosen) {
 }
 
 function whatIfBox(step, re, pending, t, runT) {
-  const box = el("div", { class: "heb-whatif" });
+  const box = el("div", { class: "he-whatif" });
   const ran = el("p");
   ran.append(`This run, at temperature ${runT}, ${step.greedy ? "took the argmax" : step.forced ? "was forced by a fork to" : `rolled u = ${step.draw?.u} and picked`} `,
-    chip(step.token.text, step.token.id, "heb-chosen"), ` (p = ${pct(step.token.prob)}).`);
+    chip(step.token.text, step.token.id, "he-chosen"), ` (p = ${pct(step.token.prob)}).`);
   box.append(ran);
-  if (pending) box.append(el("p", { class: "heb-pending" }, `Asking the server to re-apply the stages at temperature ${t.toFixed(2)}…`));
+  if (pending) box.append(el("p", { class: "he-pending" }, `Asking the server to re-apply the stages at temperature ${t.toFixed(2)}…`));
   if (re) {
-    const p = el("p", { class: "heb-whatif-answer" });
+    const p = el("p", { class: "he-whatif-answer" });
     const lead = re.draw == null
       ? `With temperature ${re.params.temperature} (argmax, no dice) the model would pick: `
       : `With temperature ${re.params.temperature} the same dice (u = ${re.draw.u}) would pick: `;
-    p.append(lead, chip(re.token.text, re.token.id, "heb-chosen"), ` (p = ${pct(re.token.prob)}).`);
+    p.append(lead, chip(re.token.text, re.token.id, "he-chosen"), ` (p = ${pct(re.token.prob)}).`);
     box.append(p);
   } else if (!pending) {
-    box.append(el("p", { class: "heb-muted" }, "Move the temperature slider: the server re-applies the stages to this step's logits (no model run) and rolls the same dice."));
+    box.append(el("p", { class: "he-muted" }, "Move the temperature slider: the server re-applies the stages to this step's logits (no model run) and rolls the same dice."));
   }
   return box;
 }
 
-customElements.define("he-stages", HeStages);
+define("he-stages", HeStages);

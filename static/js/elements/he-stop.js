@@ -1,26 +1,26 @@
 // <he-stop>: why the run stopped: every stop condition with its numbers, the one that fired highlighted.
-import { HeElement, el, caption, showPiece } from "../lib/base-element.js";
+import { SteppedElement, define, el, caption, showPiece } from "../lib/base-element.js";
 import { readout, hover, chip, pct, int } from "../lib/widgets.js";
 
-class HeStop extends HeElement {
+class HeStop extends SteppedElement {
   render(rs) {
     const last = rs.lastStep;
     const reason = rs.done?.stop_reason ?? last?.stop_reason ?? "";
     this.dataset.stopReason = reason;
-    if (!rs.session && !rs.prefill) { this.replaceChildren(caption("Waiting for the run.")); return; }
+    if (!rs.session && !rs.prefill) { this.root.replaceChildren(caption("Waiting for the run.")); return; }
     const params = rs.session?.params || {};
     const P = rs.prefill?.tokens?.length ?? 0;
     const n = rs.steps.length;
     const W = last?.kv?.context_window ?? rs.prefill?.kv?.context_window ?? rs.session?.model?.context_window;
     const line = readout("Hover or tap a condition for its numbers.");
-    const list = el("ul", { class: "heb-conds" });
+    const list = el("ul", { class: "he-conds" });
 
     const add = (name, title, detail, meter, why) => {
       const fired = name === reason;
-      const li = el("li", { class: `heb-cond${fired ? " heb-fired" : ""}`, "data-reason": name });
-      const head = el("div", { class: "heb-cond-head" });
-      head.append(el("span", { class: "heb-mark" }, fired ? "●" : "○"), el("b", {}, name), el("span", { class: "heb-cond-title" }, title),
-        el("span", { class: "heb-cond-state" }, fired ? "fired" : reason ? "did not fire" : "not yet"));
+      const li = el("li", { class: `he-cond${fired ? " he-fired" : ""}`, "data-reason": name });
+      const head = el("div", { class: "he-cond-head" });
+      head.append(el("span", { class: "he-cond-mark" }, fired ? "●" : "○"), el("b", {}, name), el("span", { class: "he-cond-title" }, title),
+        el("span", { class: "he-cond-state" }, fired ? "fired" : reason ? "did not fire" : "not yet"));
       li.append(head);
       if (detail) li.append(detail);
       if (meter) li.append(meter);
@@ -29,7 +29,7 @@ class HeStop extends HeElement {
     };
 
     const eosDetail = el("p");
-    if (reason === "eos" && last) eosDetail.append(`step ${n} picked `, chip(last.token.text, last.token.id, "heb-chosen"), last.token.special ? " (a special token)" : "");
+    if (reason === "eos" && last) eosDetail.append(`step ${n} picked `, chip(last.token.text, last.token.id, "he-chosen"), last.token.special ? " (a special token)" : "");
     else eosDetail.append(n ? `none of the ${int(n)} tokens chosen was an end-of-sequence token` : "no token chosen yet");
     add("eos", "the model chose its end-of-sequence token", eosDetail, null,
       reason === "eos" && last ? `the end-of-sequence token ${showPiece(last.token.text)} (id ${last.token.id}) was chosen at step ${n}` : "fires when the chosen token is one of the model's end-of-sequence tokens");
@@ -54,8 +54,8 @@ class HeStop extends HeElement {
     add("stopped", "the visitor pressed stop", el("p", {}, reason === "stopped" ? `stopped after step ${n}` : "the visitor did not stop this run"), null,
       "fires when the page sends a stop message");
 
-    const head = el("p", { class: "heb-big" }, reason ? `stopped by: ${reason}` : "still running: no condition has fired yet");
-    this.replaceChildren(head, list, line,
+    const head = el("p", { class: "he-big" }, reason ? `stopped by: ${reason}` : "still running: no condition has fired yet");
+    this.root.replaceChildren(head, list, line,
       caption(reason
         ? `This run stopped after ${int(n)} step${n === 1 ? "" : "s"} because ${explain(reason)}. After every step the server checks eos, stop_string, max_new_tokens and context_window in this order; the first that holds ends the run.`
         : `After ${int(n)} step${n === 1 ? "" : "s"} none of the conditions holds yet; each is checked after every step.`));
@@ -63,8 +63,8 @@ class HeStop extends HeElement {
 }
 
 function meter(fraction) {
-  const track = el("div", { class: "heb-btrack" });
-  track.append(el("div", { class: "heb-bbar", style: `width:${Math.min(1, Math.max(0, fraction)) * 100}%` }));
+  const track = el("div", { class: "he-btrack" });
+  track.append(el("div", { class: "he-bbar", style: `width:${Math.min(1, Math.max(0, fraction)) * 100}%` }));
   return track;
 }
 
@@ -78,4 +78,4 @@ function explain(reason) {
   }[reason] || `of ${reason}`;
 }
 
-customElements.define("he-stop", HeStop);
+define("he-stop", HeStop);

@@ -1,17 +1,17 @@
 // <he-stream>: detokenize and stream: every step's token id, its piece, and the text it released.
-import { HeElement, el, caption, showPiece } from "../lib/base-element.js";
+import { SteppedElement, define, el, caption, showPiece } from "../lib/base-element.js";
 import { readout, hover, chip, int } from "../lib/widgets.js";
 
-class HeStream extends HeElement {
+class HeStream extends SteppedElement {
   render(rs) {
     const steps = rs.steps;
     const reply = steps.map((s) => s.text_delta).join("");
     this.dataset.textLength = String(reply.length);
     this.dataset.steps = String(steps.length);
-    if (!rs.prefill && !steps.length) { this.replaceChildren(caption("Waiting for the run: no tokens yet.")); return; }
+    if (!rs.prefill && !steps.length) { this.root.replaceChildren(caption("Waiting for the run: no tokens yet.")); return; }
     const line = readout("Hover or tap a row: the id, the piece decoded alone, and the text the step released.");
 
-    const t = el("table", { class: "heb-table heb-stream" });
+    const t = el("table", { class: "he-table he-stream" });
     const thead = el("thead");
     const hr = el("tr");
     for (const h of ["step", "id", "piece", "text released"]) hr.append(el("th", {}, h));
@@ -21,23 +21,23 @@ class HeStream extends HeElement {
     for (const s of steps) {
       const r = el("tr");
       const piece = el("td");
-      piece.append(chip(s.token.text, null, s.token.special ? "heb-special" : ""));
-      const delta = el("td", { class: "heb-delta" });
+      piece.append(chip(s.token.text, null, s.token.special ? "he-special" : ""));
+      const delta = el("td", { class: "he-delta" });
       let note;
       if (s.text_delta === "") {
         if (s.token.special) {
-          delta.append(el("span", { class: "heb-held" }, "\"\" special token: no text"));
+          delta.append(el("span", { class: "he-held" }, "\"\" special token: no text"));
           note = "a special token: it adds no text to the reply";
         } else {
           held += 1; pendingHeld += 1;
-          delta.append(el("span", { class: "heb-held" }, "\"\" held back: incomplete UTF-8"));
+          delta.append(el("span", { class: "he-held" }, "\"\" held back: incomplete UTF-8"));
           note = "a token was produced but its bytes do not yet form complete UTF-8 characters; they are held until they do";
         }
-        r.classList.add("heb-held-row");
+        r.classList.add("he-held-row");
       } else {
-        delta.append(el("span", { class: "heb-piece" }, showPiece(s.text_delta)));
+        delta.append(el("span", { class: "he-piece" }, showPiece(s.text_delta)));
         if (pendingHeld) {
-          delta.append(el("span", { class: "heb-release" }, ` + ${pendingHeld} held`));
+          delta.append(el("span", { class: "he-release" }, ` + ${pendingHeld} held`));
           note = `completes the bytes held back by the previous ${pendingHeld} token${pendingHeld > 1 ? "s" : ""}`;
           pendingHeld = 0;
         } else if (s.text_delta !== s.token.text) {
@@ -50,10 +50,10 @@ class HeStream extends HeElement {
       tb.append(r);
     }
     t.append(thead, tb);
-    const scroll = el("div", { class: "heb-scroll heb-tall", tabindex: "0", role: "region", "aria-label": "the stream, step by step (scrollable)" });
+    const scroll = el("div", { class: "he-scroll capped tall", tabindex: "0", role: "region", "aria-label": "the stream, step by step (scrollable)" });
     scroll.append(t);
 
-    const text = el("div", { class: "heb-reply", "aria-label": "the whole reply" });
+    const text = el("div", { class: "he-reply", "aria-label": "the whole reply" });
     text.textContent = reply;
     let match = "";
     if (rs.done) {
@@ -61,8 +61,8 @@ class HeStream extends HeElement {
         : rs.done.stop_reason === "stop_string" ? " The reply the server reported at the end is cut before the stop string."
           : " It differs from the reply the server reported at the end (done.text).";
     }
-    this.replaceChildren(scroll,
-      el("p", { class: "heb-col-sub" }, `the whole reply so far: ${int(reply.length)} characters from ${int(steps.length)} tokens`),
+    this.root.replaceChildren(scroll,
+      el("p", { class: "he-col-sub" }, `the whole reply so far: ${int(reply.length)} characters from ${int(steps.length)} tokens`),
       text, line,
       caption(`Each step's token id is turned back into text: "piece" is the token decoded alone, "text released" is the step's text_delta, `
         + `the newly complete text. On this run ${int(steps.length)} steps released ${int(reply.length)} characters`
@@ -72,4 +72,4 @@ class HeStream extends HeElement {
   }
 }
 
-customElements.define("he-stream", HeStream);
+define("he-stream", HeStream);

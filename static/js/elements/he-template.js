@@ -1,6 +1,6 @@
 // <he-template>: the chat template's output, the one string the model reads.
 // Reads prefill.template {text, source, spans[{role, start, end}]} and prefill.tokens[{bytes, special, id, text}].
-import { HeElement, el, caption, showPiece } from "../lib/base-element.js";
+import { SteppedElement, define, el, caption, showPiece } from "../lib/base-element.js";
 
 const ROLE_CLASS = { system: "role-system", user: "role-user", assistant: "role-assistant" };
 
@@ -22,10 +22,10 @@ function offsetMaps(text) {
   return { cpToJs, byteToJs, chars: cpToJs.length - 1 };
 }
 
-class HeTemplate extends HeElement {
+class HeTemplate extends SteppedElement {
   render(state) {
     const pre = state.prefill;
-    if (!pre) { this.replaceChildren(el("p", { class: "he-empty" }, "Press play: the template's output appears here.")); return; }
+    if (!pre) { this.root.replaceChildren(el("p", { class: "he-empty" }, "Press play: the template's output appears here.")); return; }
     this.dataset.textLength = String(pre.template.text.length);  // what the model reads (tests compare it)
     const { text, source, spans = [] } = pre.template;
     const tokens = pre.tokens || [];
@@ -71,7 +71,7 @@ class HeTemplate extends HeElement {
 
     const scroll = el("div", { class: "he-scroll", tabindex: "0", role: "region", "aria-label": "the templated prompt (scrollable)" });
     scroll.append(out);
-    this.replaceChildren(head, legend, scroll, caption(
+    this.root.replaceChildren(head, legend, scroll, caption(
       `Measured on this run: ${messages} span${messages === 1 ? "" : "s"} became one string of ${maps.chars} characters; ` +
       // Spans can include the role markers, so "outside the spans" alone undercounts what the template added.
       `${maps.chars - insideChars} of them lie outside the messages' spans. ` +
@@ -94,4 +94,4 @@ function appendVisible(node, text) {
   });
 }
 
-customElements.define("he-template", HeTemplate);
+define("he-template", HeTemplate);

@@ -2,25 +2,25 @@
 // forward pass, capture and sampling; time to first token, tokens/s, time per output token.
 // (b) On request, measured on this server: time to first token against prompt length, one decode
 // step's latency, and the arithmetic intensity that makes decode memory-bound.
-import { HeElement, el, caption, bytes, fmt } from "../lib/base-element.js";
+import { SteppedElement, define, el, caption, bytes, fmt } from "../lib/base-element.js";
 import { readout, hover, int } from "../lib/widgets.js";
 import { Measure, stats, bars, lineChart, legend, ms } from "../lib/measure.js";
 
 const KINDS = {
-  tokenize: ["hes-t-tok", "template + tokenizer"],
-  prefill: ["hes-t-prefill", "prefill forward pass (whole prompt)"],
-  forward: ["hes-t-forward", "decode forward pass (one token)"],
-  capture: ["hes-t-capture", "capture for the diagrams (this page's overhead)"],
-  sampling: ["hes-t-sampling", "sampling (processors, softmax, draw)"],
+  tokenize: ["he-t-tok", "template + tokenizer"],
+  prefill: ["he-t-prefill", "prefill forward pass (whole prompt)"],
+  forward: ["he-t-forward", "decode forward pass (one token)"],
+  capture: ["he-t-capture", "capture for the diagrams (this page's overhead)"],
+  sampling: ["he-t-sampling", "sampling (processors, softmax, draw)"],
 };
 
-class HeTimeline extends HeElement {
+class HeTimeline extends SteppedElement {
   render(rs) {
     this.measure ??= new Measure(this, "prefill_decode", { label: "Measure prefill vs decode on this server" });
     if (!this.runPart) {
-      this.runPart = el("div", { class: "hes-part" });
-      this.servedPart = el("div", { class: "hes-part" });
-      this.replaceChildren(el("h3", { class: "he-subhead" }, "Your run, on the clock"), this.runPart,
+      this.runPart = el("div", { class: "he-part" });
+      this.servedPart = el("div", { class: "he-part" });
+      this.root.replaceChildren(el("h3", { class: "he-subhead" }, "Your run, on the clock"), this.runPart,
         el("h3", { class: "he-subhead" }, "Prompt length against the wait"), this.measure.node, this.servedPart);
     }
     this.drawRun(rs);
@@ -46,35 +46,35 @@ class HeTimeline extends HeElement {
     const summed = phases.reduce((a, p) => a + (p[1] || 0), 0);
     const total = rs.done?.timing?.total_ms;
     const scale = Math.max(summed, total || 0, ttft || 0) || 1;
-    const bar = el("div", { class: "hes-timeline" });
+    const bar = el("div", { class: "he-timeline" });
     let at = 0;
     for (const [kind, t, where] of phases) {
       if (!t) continue;
-      const seg = el("div", { class: `hes-seg ${KINDS[kind][0]}`, style: `left:${(at / scale) * 100}%;width:${(t / scale) * 100}%` });
+      const seg = el("div", { class: `he-tseg ${KINDS[kind][0]}`, style: `left:${(at / scale) * 100}%;width:${(t / scale) * 100}%` });
       hover(seg, `${KINDS[kind][1]}, ${where}: ${ms(t)} (${fmt(t)} ms), from ${fmt(at)} to ${fmt(at + t)} ms`, line);
       bar.append(seg);
       at += t;
     }
     if (ttft != null) {
-      const mark = el("div", { class: "hes-mark", style: `left:${(ttft / scale) * 100}%` });
-      mark.append(el("span", { class: ttft / scale > 0.6 ? "hes-mark-label hes-left" : "hes-mark-label" }, `first token ${ms(ttft)}`));
+      const mark = el("div", { class: "he-mark", style: `left:${(ttft / scale) * 100}%` });
+      mark.append(el("span", { class: ttft / scale > 0.6 ? "he-mark-label he-left" : "he-mark-label" }, `first token ${ms(ttft)}`));
       hover(mark, `time to first token (steps[0].timing.ttft_ms): ${ttft} ms, prefill + first sampling`, line);
       bar.append(mark);
     }
-    const axis = el("div", { class: "heb-axis" });
+    const axis = el("div", { class: "he-axis" });
     axis.append(el("span", {}, "0 ms"), el("span", {}, `${fmt(scale, 1)} ms`));
-    const untimed = total != null && total > summed * 1.05 ? el("p", { class: "heb-col-sub" }, `The timed phases, laid end to end, add up to ${ms(summed)} of the ${ms(total)} end to end; `
+    const untimed = total != null && total > summed * 1.05 ? el("p", { class: "he-col-sub" }, `The timed phases, laid end to end, add up to ${ms(summed)} of the ${ms(total)} end to end; `
       + "the empty rest of the track is time no phase measured (sending each step to your browser, bookkeeping between steps).") : null;
 
     // One column per forward pass: the prefill, then each decode step.
-    const cols = el("div", { class: "hes-cols" });
+    const cols = el("div", { class: "he-tcols" });
     const passes = [{ label: "P", parts: [["prefill", pre.forward_ms], ["capture", pre.capture_ms]], title: "prefill" }]
       .concat(steps.map((s, i) => ({ label: String(i + 1), title: `step ${i + 1} (${s.forward})`,
         parts: [["forward", s.timing?.forward_ms], ["capture", s.timing?.capture_ms], ["sampling", s.timing?.sampling_ms]] })));
     const tallest = Math.max(...passes.map((p) => p.parts.reduce((a, q) => a + (q[1] || 0), 0))) || 1;
     for (const p of passes) {
-      const col = el("div", { class: "hes-col" });
-      const stack = el("div", { class: "hes-stack" });
+      const col = el("div", { class: "he-tcol" });
+      const stack = el("div", { class: "he-stack" });
       for (const [kind, t] of p.parts) if (t) stack.append(el("div", { class: KINDS[kind][0], style: `height:${(t / tallest) * 100}%` }));
       col.append(stack, el("span", {}, p.label));
       hover(col, `${p.title}: ${p.parts.map(([k, t]) => `${k} ${ms(t)}`).join(", ")}`, line);
@@ -94,7 +94,7 @@ class HeTimeline extends HeElement {
       ["tokens / s", last?.tokens_per_s != null ? fmt(last.tokens_per_s, 1) : "–", `the last step's timing.tokens_per_s = ${last?.tokens_per_s ?? "–"}: decode tokens per second so far`],
     ], line);
     this.runPart.replaceChildren(tiles, bar, axis, ...(untimed ? [untimed] : []), legend(Object.values(KINDS)),
-      el("p", { class: "heb-col-sub" }, "Each forward pass, prefill (P) then decode steps, on one scale:"), cols, line,
+      el("p", { class: "he-col-sub" }, "Each forward pass, prefill (P) then decode steps, on one scale:"), cols, line,
       caption(`Measured on your run: the prefill read ${int(rs.prefill.tokens.length)} prompt tokens in one pass of ${ms(pre.forward_ms)}; `
         + `${int(steps.length)} step${steps.length === 1 ? "" : "s"} followed (step 1 samples from the prefill, so it has no forward pass of its own). `
         + (total != null ? `End to end ${ms(total)}. ` : "") + "Capture is what this page adds to draw the diagrams; a production server skips it."));
@@ -113,24 +113,24 @@ class HeTimeline extends HeElement {
     this.dataset.lengths = rows.map((r) => r.prompt_tokens).join(",");
     const line = readout("Hover or tap a point or a bar for its value.");
     const chart = lineChart([
-      { name: "prefill", cls: "hes-c-prefill", points: rows.map((r) => ({ x: r.prompt_tokens, y: r.prefill_ms,
+      { name: "prefill", cls: "he-c-prefill", points: rows.map((r) => ({ x: r.prompt_tokens, y: r.prefill_ms,
         title: `prefill of ${r.prompt_tokens} tokens: ${r.prefill_ms} ms (${fmt(data.prefill_tokens_per_s[r.prompt_tokens], 1)} tokens/s)` })) },
-      { name: "decode", cls: "hes-c-decode", points: rows.map((r) => ({ x: r.prompt_tokens, y: r.decode_ms,
+      { name: "decode", cls: "he-c-decode", points: rows.map((r) => ({ x: r.prompt_tokens, y: r.decode_ms,
         title: `one decode step after ${r.prompt_tokens} tokens: ${r.decode_ms} ms` })) },
     ], { xLabel: "prompt tokens", yLabel: "ms", line });
     const longest = rows[rows.length - 1];
-    const intensity = [{ label: "decode, 1 token", value: data.decode_intensity, text: fmt(data.decode_intensity, 2), cls: "hes-t-forward",
+    const intensity = [{ label: "decode, 1 token", value: data.decode_intensity, text: fmt(data.decode_intensity, 2), cls: "he-t-forward",
       title: `decode: ${int(data.flops_per_token)} FLOPs per token / ${int(data.weight_bytes)} bytes of weights read = ${data.decode_intensity} FLOPs per byte` }]
-      .concat(Object.entries(data.prefill_intensity).map(([p, v]) => ({ label: `prefill, ${p} tokens`, value: v, text: fmt(v, 1), cls: "hes-t-prefill",
+      .concat(Object.entries(data.prefill_intensity).map(([p, v]) => ({ label: `prefill, ${p} tokens`, value: v, text: fmt(v, 1), cls: "he-t-prefill",
         title: `prefill of ${p} tokens: ${p} × ${int(data.flops_per_token)} FLOPs / ${int(data.weight_bytes)} bytes = ${v} FLOPs per byte` })));
     this.servedPart.replaceChildren(
-      chart, legend([["hes-t-prefill", "prefill (time to first token)"], ["hes-t-forward", "one decode step"]]),
+      chart, legend([["he-t-prefill", "prefill (time to first token)"], ["he-t-forward", "one decode step"]]),
       stats([
         ["decode tokens / s", fmt(data.decode_tokens_per_s, 1), `1000 / decode_ms of the last row = ${data.decode_tokens_per_s}`],
         [`prefill tokens / s (${longest.prompt_tokens})`, fmt(data.prefill_tokens_per_s[longest.prompt_tokens], 1), `${longest.prompt_tokens} tokens / ${longest.prefill_ms} ms`],
         ["weights read per pass", bytes(data.weight_bytes), `${int(data.weight_bytes)} bytes: ${int(data.parameters)} parameters`],
       ], line),
-      el("p", { class: "heb-col-sub" }, "Arithmetic intensity: FLOPs done per byte of weights read (2 × parameters per token):"),
+      el("p", { class: "he-col-sub" }, "Arithmetic intensity: FLOPs done per byte of weights read (2 × parameters per token):"),
       bars(intensity, line),
       el("p", {}, `A decode step does about ${fmt(data.decode_intensity, 2)} floating-point operations per byte of weights it reads: every weight is fetched from memory `
         + `to produce a single token. A prefill of ${longest.prompt_tokens} tokens reuses each fetched weight ${longest.prompt_tokens} times (${fmt(data.prefill_intensity[longest.prompt_tokens], 1)} per byte). `
@@ -141,4 +141,4 @@ class HeTimeline extends HeElement {
   }
 }
 
-customElements.define("he-timeline", HeTimeline);
+define("he-timeline", HeTimeline);

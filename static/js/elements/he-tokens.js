@@ -1,15 +1,15 @@
 // <he-tokens>: the prompt as the tokenizer cut it: one chip per token with its piece and id.
 // Reads prefill.tokens[{id, text, bytes, special}], prefill.template.text, prefill.timing.tokenize_ms.
-import { HeElement, el, caption, showPiece, fmt } from "../lib/base-element.js";
+import { SteppedElement, define, el, caption, showPiece, fmt } from "../lib/base-element.js";
 
 const hex = (arr) => [...arr].map((b) => b.toString(16).padStart(2, "0")).join(" ");
 
-class HeTokens extends HeElement {
+class HeTokens extends SteppedElement {
   render(state) {
     const pre = state.prefill;
     if (!pre) {
       this.removeAttribute("data-token-count");
-      this.replaceChildren(el("p", { class: "he-empty" }, "Press play: the prompt's tokens appear here."));
+      this.root.replaceChildren(el("p", { class: "he-empty" }, "Press play: the prompt's tokens appear here."));
       return;
     }
     const tokens = pre.tokens || [];
@@ -32,15 +32,15 @@ class HeTokens extends HeElement {
         raw ? `UTF-8: ${hex(raw) || "(none)"}` : null,
         t.special ? "special token" : null,
       ].filter(Boolean).join(" · ");
-      const chip = el("li", { class: `he-chip${t.special ? " special" : ""}`, title, "data-position": i });
-      chip.append(el("span", { class: "piece" }, showPiece(t.text)), el("span", { class: "id" }, t.id));
+      const chip = el("li", { class: `he-chip stacked${t.special ? " special" : ""}`, title, "data-position": i });
+      chip.append(el("span", { class: "he-piece" }, showPiece(t.text)), el("span", { class: "he-id" }, t.id));
       list.append(chip);
     });
 
     const specials = tokens.filter((t) => t.special).length;
     const ratio = tokens.length ? chars / tokens.length : NaN;
     const ms = pre.timing?.tokenize_ms;
-    this.replaceChildren(count, list, caption(
+    this.root.replaceChildren(count, list, caption(
       `Measured on this run: ${chars} characters became ${tokens.length} tokens, ${fmt(ratio, 2)} characters per token` +
       `${specials ? ` (${specials} of the tokens are special markers)` : ""}.` +
       (ms != null ? ` Template and tokenizer took ${fmt(ms, 1)} ms.` : "") +
@@ -49,4 +49,4 @@ class HeTokens extends HeElement {
   }
 }
 
-customElements.define("he-tokens", HeTokens);
+define("he-tokens", HeTokens);

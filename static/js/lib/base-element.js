@@ -22,13 +22,64 @@ class PageStep extends EventTarget {
 
 export const pageStep = globalThis.hePageStep ??= new PageStep();
 
-export class HeElement extends HTMLElement {
+// ---- the one stylesheet of every diagram (static/css/elements.css), built once, adopted by every shadow root ----
+
+const SHEET_URL = new URL("../../css/elements.css", import.meta.url);
+let elementSheet = null;
+
+/** Resolves with the shared CSSStyleSheet once elements.css is in (an empty one if it could not load). */
+export const sheetReady = globalThis.heSheetReady ??= (async () => {
+  const sheet = new CSSStyleSheet();
+  try {
+    const response = await fetch(SHEET_URL);
+    if (!response.ok) throw new Error(`${response.status} ${SHEET_URL}`);
+    sheet.replaceSync(await response.text());
+  } catch (err) {
+    console.warn("Hit Enter: the diagrams' stylesheet did not load", err);
+  }
+  return sheet;
+})();
+sheetReady.then((sheet) => { elementSheet = sheet; });
+
+/**
+ * The base of every diagram (after github/relative-time-element): observed attributes and new data mark it
+ * dirty, and it renders at most once per animation frame, only on screen, only once its stylesheet is in.
+ * It follows the page's step (`pageStep`, the scrubber) unless pinned by a `step` attribute.
+ *
+ * It draws into an OPEN shadow root: `this.root` is the body a subclass fills (replaceChildren etc.); around it
+ * `.he-root` (part "root") resets everything inherited from the page, and a readout line (part "readout")
+ * shows the title of whatever is hovered, tapped or focused, for diagrams without a readout of their own.
+ * Until the first render, the element's own children (fallback content) show through a <slot>.
+ */
+export class SteppedElement extends HTMLElement {
+  /** Show hovered titles in the readout line (a diagram with nowhere to put it, like the map, opts out). */
+  static titleReadout = true;
   #data = null;
   #visible = false;
   #dirty = false;
   #frame = 0;
   #observer = null;
   #onStep = () => this.#invalidate();
+  #readout;
+
+  constructor() {
+    super();
+    const shadow = this.shadowRoot ?? this.attachShadow({ mode: "open" });
+    this.shell = el("div", { class: "he-root", part: "root" });
+    /** The subclass's canvas: everything it draws goes in here (inside the shadow root). */
+    this.root = el("div", { class: "he-body", part: "body" });
+    this.root.append(document.createElement("slot"));
+    this.#readout = el("p", { class: "he-readout he-title-readout", part: "readout", "aria-live": "polite", hidden: "" });
+    this.shell.append(this.root, this.#readout);
+    shadow.replaceChildren(this.shell);
+    if (elementSheet) shadow.adoptedStyleSheets = [elementSheet];
+    else {
+      this.shell.hidden = true; // no unstyled flash: shown with its stylesheet
+      sheetReady.then((sheet) => { shadow.adoptedStyleSheets = [sheet]; this.shell.hidden = false; });
+    }
+    const show = (event) => this.#showTitle(event);
+    for (const type of ["pointerover", "click", "focusin"]) shadow.addEventListener(type, show);
+  }
 
   /** The run's state for this diagram (set by the article or an embed). */
   get data() { return this.#data; }
@@ -79,6 +130,7 @@ export class HeElement extends HTMLElement {
   /** At most one render per animation frame, however many messages or scrubs came in between. */
   #schedule() {
     if (this.#frame) return;
+    if (!elementSheet) { sheetReady.then(() => this.#schedule()); return; }
     const run = () => { if (!this.#frame) return; this.#frame = 0; if (this.#dirty) this.#renderNow(); };
     this.#frame = requestAnimationFrame(run);
     if (this.eager) setTimeout(run, 100); // an offscreen cross-origin iframe gets no animation frames at all
@@ -89,12 +141,25 @@ export class HeElement extends HTMLElement {
     if (this.#data == null) return;
     this.render(this.#data);
     applyControls(this.shadowRoot ?? this, controlsOf(this.getAttribute("controls")));
+    // Charts and heatmaps are the "chart" part an author may style (docs/embedding.md), whichever diagram drew them.
+    for (const node of this.root.querySelectorAll(".he-chart, .he-matrix")) node.setAttribute("part", "chart");
     this.dataset.rendered = String((Number(this.dataset.rendered) || 0) + 1);
   }
 
-  /** Subclasses draw `data` into themselves. */
+  /** The hovered/tapped/focused node's title in the readout line, unless the diagram keeps its own readout. */
+  #showTitle(event) {
+    const target = event.composedPath().find((n) => n instanceof Element && n.hasAttribute("title"));
+    if (!this.constructor.titleReadout || !target || !this.root.contains(target) || this.root.querySelector("[class*=readout]")) return;
+    this.#readout.textContent = target.getAttribute("title");
+    this.#readout.hidden = false;
+  }
+
+  /** Subclasses draw `data` into `this.root`. */
   render(_data) {}
 }
+
+/** The earlier name of the base, kept for modules written against it. */
+export const HeElement = SteppedElement;
 
 /** Define a custom element once (a second import or an embed page must not throw). */
 export function define(name, cls) {
@@ -116,7 +181,7 @@ export function el(tag, attrs = {}, text) {
 }
 
 /** A caption saying what was measured. */
-export function caption(text) { return el("p", { class: "he-caption" }, text); }
+export function caption(text) { return el("p", { class: "he-caption", part: "caption" }, text); }
 
 /** Visible form of a token piece: spaces and newlines shown, text stays text. */
 export function showPiece(text) {
@@ -132,6 +197,15 @@ export function heat(v, diverging = false) {
   }
   const t = Math.max(0, Math.min(1, v));
   return `rgb(${255 - 200 * t}, ${255 - 150 * t}, ${255 - 60 * t})`;
+}
+
+/** Text colour readable on the background `colour` ("rgb(r, g, b)" or "#rrggbb"): near-black on light, white on dark. */
+export function ink(colour) {
+  const m = /rgb\(([\d.]+),\s*([\d.]+),\s*([\d.]+)/.exec(colour) || /#(..)(..)(..)/.exec(colour);
+  if (!m) return "#1d1d1f";
+  const [r, g, b] = m.slice(1, 4).map((x) => (colour.startsWith("#") ? parseInt(x, 16) : Number(x)) / 255)
+    .map((c) => (c <= 0.03928 ? c / 12.92 : ((c + 0.055) / 1.055) ** 2.4));
+  return 0.2126 * r + 0.7152 * g + 0.0722 * b > 0.18 ? "#1d1d1f" : "#fff";
 }
 
 export function fmt(x, digits = 3) {

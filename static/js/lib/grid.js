@@ -1,5 +1,5 @@
 // A labelled grid of coloured cells (mask, attention, hidden norms): DOM cells with title attributes,
-// so every value has a hover text and model text stays text. Layout lives in site.css (.he-matrix).
+// so every value has a hover text and model text stays text. Layout lives in elements.css (.he-matrix).
 // One tab stop per grid (roving tabindex): arrow keys, Home/End and PageUp/PageDown move a visible cursor;
 // the value shows next to the cell (hover, tap or keyboard) and is announced by an aria-live readout.
 import { el } from "./base-element.js";
@@ -69,7 +69,8 @@ function bindPointer(grid, cells) {
     show(node, true);
   };
   grid.addEventListener("pointerover", (e) => { const n = e.target.closest?.(".he-cell"); if (n) show(n, false); });
-  grid.addEventListener("pointerleave", () => { if (!grid.contains(document.activeElement)) tip.hidden = true; });
+  // Inside a shadow root the document's activeElement is the host: ask the grid's own root.
+  grid.addEventListener("pointerleave", () => { if (!grid.contains(grid.getRootNode().activeElement)) tip.hidden = true; });
   grid.addEventListener("click", (e) => { const n = e.target.closest?.(".he-cell"); if (n) move(n); });
   grid.addEventListener("focusin", (e) => { if (e.target.classList?.contains("he-cell")) show(e.target, true); });
   grid.addEventListener("focusout", (e) => { if (!grid.contains(e.relatedTarget)) tip.hidden = true; });

@@ -1,6 +1,6 @@
 // The serving view's shared parts: the "Measure on this server" control (a `measure` request and its
 // answer, docs/protocol.md), stat tiles, horizontal bars and a small SVG line chart.
-import { HeElement, el } from "./base-element.js";
+import { SteppedElement, el } from "./base-element.js";
 import { hover, int } from "./widgets.js";
 import { requestFromServer } from "../run-state.js";
 
@@ -13,9 +13,9 @@ export class Measure {
   constructor(host, what, { label = "Measure on this server", fields = [], extra = () => ({}) } = {}) {
     Object.assign(this, { host, what, extra, pending: false, error: null, before: undefined, errorBefore: null });
     this.fields = new Set([null, "what", ...fields]);
-    this.button = el("button", { type: "button", class: "hes-measure", "data-what": what }, label);
-    this.status = el("span", { class: "hes-status", "aria-live": "polite" });
-    this.node = el("div", { class: "hes-measure-bar" });
+    this.button = el("button", { type: "button", class: "he-measure", "data-what": what }, label);
+    this.status = el("span", { class: "he-status", "aria-live": "polite" });
+    this.node = el("div", { class: "he-measure-bar" });
     this.node.append(this.button, this.status);
     this.button.addEventListener("click", () => this.request());
   }
@@ -49,15 +49,15 @@ export class Measure {
 
   /** What to show in place of the drawing while there is no data. */
   placeholder({ pending, error }, idle) {
-    if (pending) return el("p", { class: "hes-pending" }, "measuring… (the server runs the model now; this can take a while)");
-    if (error) return el("p", { class: "hes-error", role: "alert" }, `Error ${error.code}: ${error.message}`);
-    return el("p", { class: "hes-idle" }, idle);
+    if (pending) return el("p", { class: "he-pending-box" }, "measuring… (the server runs the model now; this can take a while)");
+    if (error) return el("p", { class: "he-error", role: "alert" }, `Error ${error.code}: ${error.message}`);
+    return el("p", { class: "he-idle" }, idle);
   }
 }
 
 /** A grid of labelled numbers; each tile has a hover value. */
 export function stats(items, line) {
-  const node = el("dl", { class: "heb-stats" });
+  const node = el("dl", { class: "he-stats" });
   for (const [k, v, title, cls] of items) {
     const d = el("div", cls ? { class: cls } : {});
     d.append(el("dt", {}, k), el("dd", {}, v));
@@ -69,12 +69,12 @@ export function stats(items, line) {
 
 /** Horizontal bars on one scale: rows [{label, value, text, title, cls}]. */
 export function bars(rows, line, max = Math.max(...rows.map((r) => r.value), 0)) {
-  const node = el("div", { class: "heb-bars hes-bars" });
+  const node = el("div", { class: "he-barlist he-barlist-measured" });
   for (const r of rows) {
-    const row = el("div", { class: "heb-brow" });
-    const track = el("div", { class: "heb-btrack" });
-    track.append(el("div", { class: `heb-bbar ${r.cls ?? ""}`.trim(), style: `width:${max > 0 ? Math.max(0, Math.min(1, r.value / max)) * 100 : 0}%` }));
-    row.append(el("span", { class: "heb-blabel heb-wide" }, r.label), track, el("span", { class: "heb-bval" }, r.text));
+    const row = el("div", { class: "he-brow" });
+    const track = el("div", { class: "he-btrack" });
+    track.append(el("div", { class: `he-bbar ${r.cls ?? ""}`.trim(), style: `width:${max > 0 ? Math.max(0, Math.min(1, r.value / max)) * 100 : 0}%` }));
+    row.append(el("span", { class: "he-blabel he-wide" }, r.label), track, el("span", { class: "he-bval" }, r.text));
     hover(row, r.title, line);
     node.append(row);
   }
@@ -108,18 +108,18 @@ export function lineChart(series, { xLabel, yLabel, line }) {
   const xt = ticks(Math.max(...xs)), yt = ticks(Math.max(...ys));
   const X = (x) => L + (x / xt[xt.length - 1]) * (W - L - R);
   const Y = (y) => H - B - (y / yt[yt.length - 1]) * (H - T - B);
-  const root = svg("svg", { viewBox: `0 0 ${W} ${H}`, class: "hes-chart", role: "img", "aria-label": `${yLabel} against ${xLabel}` });
+  const root = svg("svg", { viewBox: `0 0 ${W} ${H}`, class: "he-chart", role: "img", "aria-label": `${yLabel} against ${xLabel}` });
   for (const v of yt) {
-    root.append(svg("line", { x1: L, x2: W - R, y1: Y(v), y2: Y(v), class: "hes-grid" }),
-      svg("text", { x: L - 4, y: Y(v) + 3, class: "hes-tick", "text-anchor": "end" }, int(v)));
+    root.append(svg("line", { x1: L, x2: W - R, y1: Y(v), y2: Y(v), class: "he-grid" }),
+      svg("text", { x: L - 4, y: Y(v) + 3, class: "he-tick", "text-anchor": "end" }, int(v)));
   }
-  for (const v of xt) root.append(svg("text", { x: X(v), y: H - B + 13, class: "hes-tick", "text-anchor": "middle" }, int(v)));
-  root.append(svg("text", { x: (L + W - R) / 2, y: H - 6, class: "hes-axis", "text-anchor": "middle" }, xLabel),
-    svg("text", { x: 10, y: (T + H - B) / 2, class: "hes-axis", "text-anchor": "middle", transform: `rotate(-90 10 ${(T + H - B) / 2})` }, yLabel));
+  for (const v of xt) root.append(svg("text", { x: X(v), y: H - B + 13, class: "he-tick", "text-anchor": "middle" }, int(v)));
+  root.append(svg("text", { x: (L + W - R) / 2, y: H - 6, class: "he-axis-label", "text-anchor": "middle" }, xLabel),
+    svg("text", { x: 10, y: (T + H - B) / 2, class: "he-axis-label", "text-anchor": "middle", transform: `rotate(-90 10 ${(T + H - B) / 2})` }, yLabel));
   for (const s of series) {
-    root.append(svg("polyline", { points: s.points.map((p) => `${X(p.x)},${Y(p.y)}`).join(" "), class: `hes-line ${s.cls}` }));
+    root.append(svg("polyline", { points: s.points.map((p) => `${X(p.x)},${Y(p.y)}`).join(" "), class: `he-line ${s.cls}` }));
     for (const p of s.points) {
-      const dot = svg("circle", { cx: X(p.x), cy: Y(p.y), r: 4.5, class: `hes-dot ${s.cls}`, tabindex: 0 });
+      const dot = svg("circle", { cx: X(p.x), cy: Y(p.y), r: 4.5, class: `he-dot ${s.cls}`, tabindex: 0 });
       dot.append(svg("title", {}, p.title));
       const show = () => { if (line) line.textContent = p.title; };
       for (const ev of ["pointerenter", "focus", "click"]) dot.addEventListener(ev, show);
@@ -131,8 +131,8 @@ export function lineChart(series, { xLabel, yLabel, line }) {
 
 /** A legend: [[cls, text], ...]. */
 export function legend(items) {
-  const node = el("p", { class: "heb-legend" });
-  for (const [cls, text] of items) node.append(el("span", { class: `heb-key ${cls}` }), ` ${text}  `);
+  const node = el("p", { class: "he-legend" });
+  for (const [cls, text] of items) node.append(el("span", { class: `he-key ${cls}` }), ` ${text}  `);
   return node;
 }
 
@@ -145,13 +145,13 @@ export function ms(x) {
 /** A diagram drawn from one `serving` measurement: its button, then a placeholder or `draw(data, runState)`.
  *  Subclasses set the static fields: `what` (the measure), `label` (the button), `idle` (the placeholder
  *  text) and `attr` (the dataset key of the number tests read). */
-export class MeasuredElement extends HeElement {
+export class MeasuredElement extends SteppedElement {
   render(rs) {
     const C = this.constructor;
     this.measure ??= new Measure(this, C.what, { label: C.label });
     if (!this.view) {
-      this.view = el("div", { class: "hes-part" });
-      this.replaceChildren(this.measure.node, this.view);
+      this.view = el("div", { class: "he-part" });
+      this.root.replaceChildren(this.measure.node, this.view);
     }
     const state = this.measure.sync(rs);
     if (state.error) this.dataset.error = state.error.code; else delete this.dataset.error;

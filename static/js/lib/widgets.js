@@ -13,7 +13,7 @@ export function int(n) { return n == null ? "–" : Number(n).toLocaleString("en
 
 /** The line that shows the value under the pointer (tap works too, where there is no hover). */
 export function readout(hint = "Hover or tap a bar to read its exact values.") {
-  const node = el("p", { class: "heb-readout", "aria-live": "polite" }, hint);
+  const node = el("p", { class: "he-readout", part: "readout", "aria-live": "polite" }, hint);
   node.dataset.hint = hint;
   return node;
 }
@@ -31,9 +31,9 @@ export function hover(node, text, line, focusable = true) {
 
 /** A token piece as visible text (never markup), with its id. */
 export function chip(text, id, cls = "") {
-  const node = el("span", { class: `heb-chip ${cls}`.trim(), "data-id": id });
-  node.append(el("span", { class: "heb-piece" }, showPiece(text ?? "")));
-  if (id != null) node.append(el("span", { class: "heb-id" }, id));
+  const node = el("span", { class: `he-chip ${cls}`.trim(), "data-id": id });
+  node.append(el("span", { class: "he-piece" }, showPiece(text ?? "")));
+  if (id != null) node.append(el("span", { class: "he-id" }, id));
   return node;
 }
 
@@ -48,16 +48,16 @@ export function textsOf(...lists) {
 export function linkIds(root) {
   root.addEventListener("pointerover", (e) => {
     const id = e.target.closest?.("[data-id]")?.dataset.id;
-    for (const n of root.querySelectorAll(".heb-linked")) n.classList.remove("heb-linked");
-    if (id != null) for (const n of root.querySelectorAll(`[data-id="${CSS.escape(id)}"]`)) n.classList.add("heb-linked");
+    for (const n of root.querySelectorAll(".he-linked")) n.classList.remove("he-linked");
+    if (id != null) for (const n of root.querySelectorAll(`[data-id="${CSS.escape(id)}"]`)) n.classList.add("he-linked");
   });
 }
 
-/** Mount persistent controls above a body that each render replaces; returns the body. */
+/** Mount persistent controls above a body that each render replaces (in the element's shadow root); returns the body. */
 export function mount(host, ...controls) {
   if (!host.hebBody) {
-    host.hebBody = el("div", { class: "heb-body" });
-    host.replaceChildren(...controls, host.hebBody);
+    host.hebBody = el("div", { class: "he-body" });
+    host.root.replaceChildren(...controls, host.hebBody);
   }
   return host.hebBody;
 }
@@ -67,13 +67,13 @@ export function mount(host, ...controls) {
  * the page to `fork` the run at `step` with that token (docs/protocol.md); a recording answers with a note.
  */
 export function forkRow(host, step, candidates) {
-  const row = el("div", { class: "heb-forks", role: "group", "aria-label": `Fork step ${step.step}: continue with another token` });
-  row.append(el("span", { class: "heb-forks-label" }, `Continue from step ${step.step} with:`));
+  const row = el("div", { class: "he-forks", role: "group", "aria-label": `Fork step ${step.step}: continue with another token` });
+  row.append(el("span", { class: "he-forks-label" }, `Continue from step ${step.step} with:`));
   const seen = new Set([step.token.id]);
   for (const c of candidates) {
     if (seen.has(c.id) || c.text == null) continue;
     seen.add(c.id);
-    const button = el("button", { type: "button", class: "heb-fork", "data-token-id": c.id,
+    const button = el("button", { type: "button", class: "he-fork", "data-token-id": c.id,
       title: `continue from step ${step.step} with ${showPiece(c.text)} (id ${c.id}) instead of ${showPiece(step.token.text)}` });
     button.append(chip(c.text, c.id));
     button.addEventListener("click", () => host.dispatchEvent(new CustomEvent("he-request", {
