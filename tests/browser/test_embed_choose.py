@@ -241,7 +241,7 @@ def test_static_copy_and_a_recording_replay_with_no_server(page, site_url, recor
     page.wait_for_selector("he-logits[data-top-id]", timeout=20_000)
     assert page.get_attribute("he-logits", "data-step") == "2"
     assert page.get_attribute("he-logits", "data-top-id") == str(steps[1]["logits"]["top"][0]["id"])
-    assert page.locator("he-logits .fallback").count() == 0  # the data replaced the fallback
+    assert page.locator("he-logits .fallback").is_hidden()  # the data took the fallback's place (it is no longer slotted)
     # The full-article link: the recording's own replay page on the site, or the author's article-href.
     assert page.get_attribute("he-logits + .he-embed-caption a", "href") == f"{site_url}/runs/{run_id}#logits"
     page.wait_for_selector("he-dice[data-rendered]", timeout=20_000)
