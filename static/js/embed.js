@@ -88,7 +88,7 @@ function addScrubber(element, feed) {
   const out = el("output", { class: "he-embed-step" });
   const label = el("label", {}, "Step ");
   label.append(input);
-  const box = el("div", { class: "he-embed-scrubber" });
+  const box = el("div", { class: "he-embed-scrubber", "data-theme": element.getAttribute("theme") });
   box.append(label, out);
   input.addEventListener("input", () => element.setAttribute("step", input.value));
   const update = () => {
