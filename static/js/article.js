@@ -18,7 +18,7 @@ const RUN_MESSAGES = new Set(["prefill", "step", "done", "check", "detail", "ret
 function noteBanner(msg) {
   if (msg.type === "error") {
     page.banner = { kind: "error", at: Date.now(), text: `Error ${msg.code}: ${msg.message}${msg.field ? ` (${msg.field})` : ""}` };
-  } else if (msg.type === "busy") {
+  } else if (msg.type === "busy" && !msg.what) { // a refused measurement (it names its `what`) is its diagram's to show
     page.banner = { kind: "busy", reason: msg.reason, until: Date.now() + 1000 * (msg.retry_after_s || 0) };
   } else if (msg.type === "session" || msg.type === "prefill") {
     page.banner = null;
