@@ -68,28 +68,48 @@ export class Measure {
     this.asked = { ...options, ...extra };
     this.error = null;
     requestFromServer(this.host, { type: "measure", what: this.what, ...this.asked });
+    this.#watch();
     if (rs) this.host.render(rs); // show "measuring…" at once
   }
 
-  /** Fold the state in; returns {data, pending, error, progress}: data only once this server's answer is here. */
-  sync(rs) {
+  /** Settle a pending request from the state: its answer, a refusal, or a `busy` (ask again when it says). */
+  #advance(rs) {
+    if (!this.pending) return;
     const msg = rs?.serving?.[this.what];
     const err = rs?.error;
     const busy = rs?.servingBusy?.[this.what];
-    if (this.pending && msg && msg !== this.before) this.pending = false;
-    else if (this.pending && err && err !== this.errorBefore && MEASURE_ERRORS.has(err.code) && this.fields.has(err.field ?? null)) {
+    if (msg && msg !== this.before) this.pending = false;
+    else if (err && err !== this.errorBefore && MEASURE_ERRORS.has(err.code) && this.fields.has(err.field ?? null)) {
       this.pending = false;
       this.error = err;
-    } else if (this.pending && busy && busy !== this.busyBefore) {
+    } else if (busy && busy !== this.busyBefore) {
       this.busyBefore = busy; // another measurement holds the model: ask again when the server says
       this.waitUntil = Date.now() + 1000 * (busy.retry_after_s || 1);
       this.retry = setTimeout(() => this.request(this.asked), 1000 * (busy.retry_after_s || 1));
     }
+  }
+
+  /** Watch the state while pending, on screen or not (a diagram off screen does not render). */
+  #watch() {
+    clearInterval(this.watching);
+    this.watching = setInterval(() => {
+      this.#advance(this.host.data);
+      if (this.pending) return;
+      clearInterval(this.watching);
+      this.host.data = this.host.data; // redraw when on screen
+    }, 250);
+  }
+
+  /** Fold the state in; returns {data, pending, error, progress}: data only once this server's answer is here. */
+  sync(rs) {
+    this.#advance(rs);
+    const msg = rs?.serving?.[this.what];
+    const busy = this.pending ? rs?.servingBusy?.[this.what] ?? null : null;
     const progress = this.pending ? rs?.servingProgress?.[this.what] ?? null : null;
     this.button.disabled = this.pending || Boolean(this.offline);
     this.status.textContent = this.#statusText(msg, busy, progress);
     this.status.dataset.state = this.pending ? "pending" : this.error ? "error" : msg ? "done" : "idle";
-    return { data: this.pending || this.error ? null : msg?.data ?? null, pending: this.pending, error: this.error, progress, busy: this.pending ? busy : null };
+    return { data: this.pending || this.error ? null : msg?.data ?? null, pending: this.pending, error: this.error, progress, busy };
   }
 
   #statusText(msg, busy, progress) {
