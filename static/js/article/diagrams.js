@@ -3,13 +3,18 @@
 import { el } from "../lib/base-element.js";
 import { fillRunWords } from "../run-words.js";
 import { SECTIONS } from "../embed-driver.js";
+import { addTableAlternative } from "../lib/table-alt.js";
 import { state } from "./page.js";
 
 const ELEMENTS = [...SECTIONS.map((section) => `he-${section}`), "he-pipeline"];
+// Heatmap diagrams carry a table per heatmap (lib/grid.js); the map of the pipeline is the contents, not a diagram.
+const OWN_TABLES = new Set(["he-attention", "he-layers", "he-mask", "he-pipeline"]);
 let diagrams = [];
 
+/** Every diagram on the page; each one without its own gets a "Show as table" after it. */
 export function findDiagrams() {
   diagrams = [...document.querySelectorAll(ELEMENTS.join(","))];
+  for (const node of diagrams) if (!OWN_TABLES.has(node.localName)) addTableAlternative(node);
 }
 
 /** Give the state to every defined diagram (setting a property before the upgrade would shadow it). */
