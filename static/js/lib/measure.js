@@ -34,10 +34,13 @@ export class Measure {
 
   /** A replay has no server: the control says so and links to this section on the live article. */
   #needsServer() {
+    if (this.offline) return;
     this.offline = true;
     this.button.disabled = true;
     const section = this.host.closest("section[id]")?.id;
-    const link = el("a", { class: "hes-live-link", href: `/${section ? `#${section}` : ""}` }, "open the live article to measure it");
+    const href = new URL(`/${section ? `#${section}` : ""}`, import.meta.url); // the site's, on an author's page too
+    const link = el("a", { class: "hes-live-link", href: href.origin === location.origin ? href.pathname + href.hash : href.href },
+      "open the live article to measure it");
     this.note = el("span", { class: "hes-needs-server" }, "Measuring needs the live server: ");
     this.note.append(link);
     this.node.append(this.note);
@@ -79,7 +82,10 @@ export class Measure {
     const err = rs?.error;
     const busy = rs?.servingBusy?.[this.what];
     if (msg && msg !== this.before) this.pending = false;
-    else if (err && err !== this.errorBefore && MEASURE_ERRORS.has(err.code) && this.fields.has(err.field ?? null)) {
+    else if (err && err !== this.errorBefore && err.code === "no_server") {
+      this.pending = false; // an embedded recording has no server to ask: say so, as a replay page does
+      this.#needsServer();
+    } else if (err && err !== this.errorBefore && MEASURE_ERRORS.has(err.code) && this.fields.has(err.field ?? null)) {
       this.pending = false;
       this.error = err;
     } else if (busy && busy !== this.busyBefore) {

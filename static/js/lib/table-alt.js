@@ -12,7 +12,9 @@ export function titledParts(diagram) {
       if (node.closest(".he-matrix, .he-table-alt")) continue;
       const isSvgTitle = node.localName === "title";
       const value = (isSvgTitle ? node.textContent : node.getAttribute("title") || "").trim();
-      const part = isSvgTitle ? "" : (node.getAttribute("aria-label") || node.textContent || "").replace(/\s+/g, " ").trim();
+      // innerText keeps the layout's breaks between a part's pieces (label, bar, number): shown as " · "
+      const text = node.getAttribute("aria-label") || node.innerText || node.textContent || "";
+      const part = isSvgTitle ? "" : text.split(/\s*[\t\n]+\s*/).map((t) => t.replace(/\s+/g, " ").trim()).filter(Boolean).join(" · ");
       const key = `${part}\u0000${value}`;
       if (!value || seen.has(key)) continue;
       seen.add(key);
