@@ -107,7 +107,7 @@ def compare_rows(reference: dict, run: dict) -> dict:
 
 
 def batch_experiment(loaded, input_ids: list[int], batch_sizes=(1, 2, 4, 8), max_new_tokens: int = 32,
-                     seed: int = 0) -> dict:
+                     seed: int = 0, progress=None) -> dict:
     """Decode the visitor's prompt in batches of each size; throughput and drift of row 0.
 
     Row 0 is always the visitor's prompt; the other B-1 rows are filler prompts (``FILLER_PROMPTS``,
@@ -115,15 +115,19 @@ def batch_experiment(loaded, input_ids: list[int], batch_sizes=(1, 2, 4, 8), max
     the reference (it also warms up): the batch-size-1 run in ``runs`` is compared with it like
     every other run, so it shows run-to-run determinism. ``tokens_per_s`` counts every row:
     B x decode steps / seconds. ``padding_tokens`` is the number of pad positions in the batch's
-    prompt block (0 when every row has the same length).
+    prompt block (0 when every row has the same length). ``progress(done, total, label)``, if given, is
+    called before each decode (the page shows it).
     """
     if not batch_sizes or any(not isinstance(s, int) or s < 1 for s in batch_sizes):
         raise ValueError(f"batch_sizes: must be positive integers, got {batch_sizes!r}")
     torch.manual_seed(seed)
     fillers = filler_rows(loaded.tokenizer, max(batch_sizes) - 1, seed)
+    report = progress or (lambda done, total, label: None)
+    report(0, len(batch_sizes) + 1, "the reference: your prompt alone")
     reference = decode_batch(loaded, [list(input_ids)], max_new_tokens)
     runs = []
-    for size in batch_sizes:
+    for i, size in enumerate(batch_sizes):
+        report(i + 1, len(batch_sizes) + 1, f"batch size {size} of {max(batch_sizes)}")
         result = decode_batch(loaded, [list(input_ids)] + fillers[: size - 1], max_new_tokens)
         runs.append({"batch_size": size,
                      "tokens_per_s": round(size * result["steps"] / result["seconds"], 2),

@@ -104,7 +104,16 @@ SCHEMA: dict[str, dict] = {
     "serving": {
         "type": ("str", "\"serving\""), "schema_version": ("int", ""),
         "what": ("str", "prefill_decode | kv | capacity | batch | speculative | quantize"),
+        "prompt": ("str?", "article | yours | none: whose prompt it ran on (the request's `prompt`; by default yours once you have run one); none: kv and capacity are arithmetic, prefill_decode times random tokens"),
+        "measured_at": ("str?", "UTC ISO time it was measured (experiments only; kv and capacity are computed each time)"),
+        "cached": ("bool?", "true: measured earlier on this server and model (see measured_at), sent at once"),
         "data": ("object", "measured on this server. prefill_decode: inference.serving.prefill_decode (rows [{prompt_tokens, prefill_ms, decode_ms}], parameters, weight_bytes, kv_bytes_per_token, flops_per_token, decode_intensity, prefill_intensity{P}, prefill_tokens_per_s{P}, decode_tokens_per_s); kv: {dtype, tokens[], rows [{key, name, source, layers, query_heads, kv_heads, head_dim, context_window, sliding_window, bytes_per_token, formula, totals [{tokens, total_bytes}]}], formula}; capacity: {memory_bytes, context_tokens, dtype, weight_bytes, kv_bytes_per_visitor, visitors}; batch: inference.batching.batch_experiment; speculative: inference.speculative.speculative_report (method draft_model / ngram, ngram_size, proposed, acceptance_rate, target_forward_passes, draft_forward_passes, target_alone_forward_passes, spec_ms, target_ms, speedup, identical, rounds, with pieces {id: text} for every id it names); quantize: inference.quantize.quantize_experiment"),
+    },
+    "serving_progress": {
+        "type": ("str", "\"serving_progress\""), "schema_version": ("int", ""),
+        "what": ("str", "the measurement under way (as in serving): sent before each of its parts, only when it is measured afresh"),
+        "done": ("int", "parts finished"), "total": ("int", "parts in all"),
+        "label": ("str", "the part running now, e.g. \"batch size 4 of 8\""),
     },
     "part": {
         "type": ("str", "\"part\""), "schema_version": ("int", ""),

@@ -146,20 +146,26 @@ def teacher_forced(float_model, quant_model, sequence: torch.Tensor) -> tuple[fl
     return float((a - b).abs().max()), float(agree)
 
 
-def quantize_experiment(loaded, input_ids: list[int], bits: int = 8, max_new_tokens: int = 32) -> dict:
+def quantize_experiment(loaded, input_ids: list[int], bits: int = 8, max_new_tokens: int = 32, progress=None) -> dict:
     """Weight-only quantize a copy of the loaded model; memory, speed and fidelity against float.
 
     ``max_abs_logit_diff`` and ``top1_agreement`` are teacher-forced: both models read the float
     model's greedy sequence (prompt + continuation) and are compared at every position, so one
     early disagreement cannot snowball. ``greedy_tokens_identical`` is the free-running check.
+    ``progress(done, total, label)``, if given, is called before each part (the page shows it).
     """
     model, tokenizer = loaded.model, loaded.tokenizer
+    report = progress or (lambda done, total, label: None)
+    report(0, 4, f"storing a copy of the weights in int{bits}")
     quant, layers, head_note = quantize_model(model, bits)
     device = next(model.parameters()).device
     pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
     ids = torch.tensor([list(input_ids)], device=device)  # (1, T)
+    report(1, 4, "timing the original's decoding")
     float_tokens, speed_before = timed_greedy(model, ids, max_new_tokens, pad_id)
+    report(2, 4, f"timing the int{bits} copy's decoding")
     quant_tokens, speed_after = timed_greedy(quant, ids, max_new_tokens, pad_id)
+    report(3, 4, "comparing both models' logits at every position")
     sequence = torch.tensor([list(input_ids) + float_tokens], device=device)  # (1, L)
     max_diff, top1 = teacher_forced(model, quant, sequence)
     return {"bits": bits, "weight_bytes_before": weight_bytes(model), "weight_bytes_after": weight_bytes(quant),

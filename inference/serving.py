@@ -39,12 +39,19 @@ def time_prefill_and_step(loaded, length: int, seed: int = 0) -> dict:
     return {"prompt_tokens": length, "prefill_ms": round((t1 - t0) * 1e3, 3), "decode_ms": round((t2 - t1) * 1e3, 3)}
 
 
-def prefill_decode(loaded, lengths=TTFT_LENGTHS) -> dict:
-    """TTFT against prompt length, measured; and why decode is memory-bound, computed from the config."""
+def prefill_decode(loaded, lengths=TTFT_LENGTHS, progress=None) -> dict:
+    """TTFT against prompt length, measured; and why decode is memory-bound, computed from the config.
+
+    ``progress(done, total, label)``, if given, is called before each timed part (the page shows it)."""
     window = loaded.description.context_window
     lengths = [n for n in lengths if n < window]
+    report = progress or (lambda done, total, label: None)
+    report(0, len(lengths) + 1, "a warm-up pass")
     time_prefill_and_step(loaded, min(lengths))  # warm-up: first calls pay one-off costs
-    rows = [time_prefill_and_step(loaded, n) for n in lengths]
+    rows = []
+    for i, n in enumerate(lengths):
+        report(i + 1, len(lengths) + 1, f"a prefill of {n} tokens, then one decode step")
+        rows.append(time_prefill_and_step(loaded, n))
     params, wbytes = loaded.description.parameters, weight_bytes(loaded.model)
     kv_per_token = kv_formula(loaded.model.config, loaded.description.dtype if loaded.description.dtype in DTYPE_BYTES else "float32", 1)["bytes_per_token"]
     flops_per_token = 2 * params  # one multiply-add per weight per token (attention scores are small at these lengths)

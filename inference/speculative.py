@@ -240,9 +240,13 @@ def greedy_tokens(loaded: LoadedModel, input_ids: list[int], max_new_tokens: int
 
 
 def speculative_report(target: LoadedModel, draft: LoadedModel | str, input_ids: list[int], max_new_tokens: int,
-                       k: int, temperature: float = 0.0, seed: int = 0) -> dict:
-    """Speculative decoding beside the target's own greedy decoding: same tokens? how much faster?"""
+                       k: int, temperature: float = 0.0, seed: int = 0, progress=None) -> dict:
+    """Speculative decoding beside the target's own greedy decoding: same tokens? how much faster?
+    ``progress(done, total, label)``, if given, is called before each of the two runs (the page shows it)."""
+    report = progress or (lambda done, total, label: None)
+    report(0, 2, "speculative decoding: draft guesses, target verifies")
     result = speculative_decode(target, draft, input_ids, max_new_tokens, k, temperature, seed)
+    report(1, 2, "the target decoding alone, to compare")
     target_tokens, target_passes, target_ms = greedy_tokens(target, input_ids, max_new_tokens)
     return {**result, "k": k, "target_tokens": target_tokens, "target_alone_forward_passes": target_passes,
             "target_ms": target_ms, "speedup": target_ms / result["spec_ms"],

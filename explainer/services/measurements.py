@@ -37,21 +37,23 @@ class MeasureBusy(Exception):
 
 
 def cache_key(what: str, message: dict, device: str, session) -> tuple:
-    ids = tuple(session.prompt.ids) if session is not None else None  # None: the article's prompt
+    # None: the article's prompt; prefill_decode times random tokens, so no prompt changes it
+    ids = tuple(session.prompt.ids) if session is not None and what != "prefill_decode" else None
     return (settings.EXPLAINER_MODEL, device, what, message.get("draft") if what == "speculative" else None, ids)
 
 
-async def serve(what: str, message: dict, session, device: str, address: str | None) -> dict:
-    """The `serving` reply: computed, cached, or measured now (raises MeasureBusy when it may not be)."""
+async def serve(what: str, message: dict, session, device: str, address: str | None, progress=None) -> dict:
+    """The `serving` reply: computed, cached, or measured now (raises MeasureBusy when it may not be).
+    ``progress(done, total, label)`` is called from the model thread before each part of a fresh one."""
     if what in CALCULATED:
-        return await run_on(device, measure, what, message, session)
+        return {**await run_on(device, measure, what, message, session), "measured_at": None, "cached": False}
     key = cache_key(what, message, device, session)
     if key in _cache:
         return {**_cache[key], "cached": True}
     _admit(address)
     _running.append(what)
     try:
-        reply = await run_on(device, measure, what, message, session, priority=BACKGROUND)
+        reply = await run_on(device, measure, what, message, session, progress, priority=BACKGROUND)
     finally:
         _running.clear()
     at = datetime.now(timezone.utc).isoformat(timespec="seconds")
@@ -80,16 +82,21 @@ def forget() -> None:
     _running.clear()
 
 
+def progress_frame(what: str, done: int, total: int, label: str) -> dict:
+    """The `serving_progress` message: `done` of `total` parts finished, `label` runs now."""
+    return {"type": "serving_progress", "schema_version": SCHEMA_VERSION, "what": what, "done": done, "total": total, "label": label}
+
+
 def prompt_ids(loaded, session) -> list[int]:
     """The visitor's own prompt when a run exists, else the article's."""
     return list(session.prompt.ids) if session is not None else build_prompt(loaded.tokenizer, messages=DEFAULT_PROMPT).ids
 
 
-def measure(what: str, message: dict, session) -> dict:
+def measure(what: str, message: dict, session, progress=None) -> dict:
     """Run one measurement (in the device executor) and wrap it as a `serving` message."""
     loaded = model_registry.get_model()
     if what == "prefill_decode":
-        data = serving.prefill_decode(loaded)
+        data = serving.prefill_decode(loaded, progress=progress)
     elif what == "kv":
         data = serving.kv_calculator(loaded)
     elif what == "capacity":
@@ -97,32 +104,33 @@ def measure(what: str, message: dict, session) -> dict:
         context = integer(message, "context_tokens", 1, 10_000_000, required=False) or loaded.description.context_window
         data = serving.capacity(loaded, memory, context)
     elif what == "speculative":
-        data = _speculative(message, loaded, prompt_ids(loaded, session))
+        data = _speculative(message, loaded, prompt_ids(loaded, session), progress)
     else:
-        data = _experiment(what, loaded, prompt_ids(loaded, session))
-    return {"type": "serving", "schema_version": SCHEMA_VERSION, "what": what, "data": data}
+        data = _experiment(what, loaded, prompt_ids(loaded, session), progress)
+    return {"type": "serving", "schema_version": SCHEMA_VERSION, "what": what, "data": data,
+            "prompt": "none" if what in CALCULATED + ("prefill_decode",) else "article" if session is None else "yours"}
 
 
-def _experiment(what: str, loaded, ids: list[int]) -> dict:
+def _experiment(what: str, loaded, ids: list[int], progress=None) -> dict:
     if what == "batch":
         from inference.batching import batch_experiment
-        return batch_experiment(loaded, ids, (1, 2, 4, 8), NEW_TOKENS)
+        return batch_experiment(loaded, ids, (1, 2, 4, 8), NEW_TOKENS, progress=progress)
     if what == "quantize":
         from inference.quantize import quantize_experiment
-        return quantize_experiment(loaded, ids, 8, NEW_TOKENS)
+        return quantize_experiment(loaded, ids, 8, NEW_TOKENS, progress=progress)
     raise ProtocolError("invalid_value", f"unknown measurement {what}", "what")
 
 
-def _speculative(message: dict, loaded, ids: list[int]) -> dict:
+def _speculative(message: dict, loaded, ids: list[int], progress=None) -> dict:
     """`draft`: "model" (the bundled pair's draft) or "ngram" (prompt lookup, any model); by default the
     draft model when the bundled model is served, else prompt lookup."""
     from inference.speculative import NGRAM, speculative_report
     default = "model" if settings.EXPLAINER_MODEL == "bundled" else NGRAM
     method = choice({"draft": message.get("draft") or default}, "draft", ("model", NGRAM))
     if method == NGRAM:
-        return speculative_report(loaded, NGRAM, ids, NEW_TOKENS * 2, settings.EXPLAINER_SPECULATIVE_K)
+        return speculative_report(loaded, NGRAM, ids, NEW_TOKENS * 2, settings.EXPLAINER_SPECULATIVE_K, progress=progress)
     try:
         draft = model_registry.get_draft()
     except ModelNotAvailable as exc:
         raise ProtocolError("model_error", str(exc)) from None
-    return speculative_report(loaded, draft, ids, NEW_TOKENS * 2, settings.EXPLAINER_SPECULATIVE_K)
+    return speculative_report(loaded, draft, ids, NEW_TOKENS * 2, settings.EXPLAINER_SPECULATIVE_K, progress=progress)

@@ -76,6 +76,7 @@ class VisitorRun:
         self.holds_slot = False
         self.device = "cpu"
         self.sending = asyncio.Lock()  # a split message's parts go out back to back
+        self.measuring: set[asyncio.Future] = set()  # measurements (and their progress sends) under way
 
     async def send(self, message: dict) -> None:
         """Every message of this run goes out here, cut under the send cap, each frame counted (with its
@@ -322,18 +323,38 @@ class VisitorRun:
         await self.send(await run_on(self.device, lambda: retemper(session, step, **changes)))
 
     async def measure(self, message: dict) -> None:
-        """A serving-view measurement on this server's model (the visitor's prompt when there is a run)."""
+        """A serving-view measurement on this server's model: the visitor's prompt when there is a run, unless
+        `prompt` is "article". It runs as its own task, so the socket's next verbs (a start, a stop) are read
+        while it measures; its `serving_progress` frames say what it is measuring now."""
         what = choice(message, "what", MEASURES)
+        own = choice({"prompt": message.get("prompt") or "yours"}, "prompt", ("yours", "article")) == "yours"
         if not model_registry.is_loaded():
             await self.send({"type": "status", "state": "loading", "message": "Loading the model…"})
         device = self.device if self.session else (await run_on("loader", model_registry.get_model)).description.device
         if await self._busy(device):
             return
+        task = asyncio.create_task(self._measure(what, message, self.session if own else None, device))
+        self.measuring.add(task)
+        task.add_done_callback(self.measuring.discard)
+
+    async def _measure(self, what: str, message: dict, session, device: str) -> None:
+        loop = asyncio.get_running_loop()
+
+        def progress(done: int, total: int, label: str) -> None:  # called on the model thread
+            loop.call_soon_threadsafe(self._send_soon, measurements.progress_frame(what, done, total, label))
         try:
-            reply = await measurements.serve(what, message, self.session, device, self.address)
+            reply = await measurements.serve(what, message, session, device, self.address, progress)
         except measurements.MeasureBusy as busy:
-            reply = {"type": "busy", "reason": str(busy), "retry_after_s": busy.retry_after_s}
+            reply = {"type": "busy", "what": what, "reason": str(busy), "retry_after_s": busy.retry_after_s}
+        except Exception as exc:  # a refused field or a model failure: this measurement's answer only
+            reply = refusal(exc)
         await self.send(reply)
+
+    def _send_soon(self, message: dict) -> None:
+        """Send from a loop callback; the task is kept until it ends (the loop holds tasks only weakly)."""
+        task = asyncio.ensure_future(self.send(message))
+        self.measuring.add(task)
+        task.add_done_callback(self.measuring.discard)
 
     async def end(self) -> None:
         """Cancel the driver and free the session's memory (on a new start or a disconnect): nothing more is sent."""

@@ -14,6 +14,8 @@ export class RunState {
     this.retempers = {};   // `retemper` payloads by step
     this.checks = {};      // `check` messages (live checks of "what did not happen") by name
     this.serving = {};     // `serving` messages (measured on this server) by `what`
+    this.servingProgress = {}; // the last `serving_progress` of a measurement under way, by `what`
+    this.servingBusy = {}; // the last `busy` that refused a measurement (it names its `what`), by `what`
     this.version = 0;      // bumps on every change
   }
 
@@ -21,7 +23,7 @@ export class RunState {
   apply(msg) {
     switch (msg.type) {
       // Serving measurements describe the server, not the run: a new run keeps them.
-      case "session": Object.assign(this, new RunState(), { session: msg, serving: this.serving }); break;
+      case "session": Object.assign(this, new RunState(), { session: msg, serving: this.serving, servingProgress: this.servingProgress, servingBusy: this.servingBusy }); break;
       case "prefill": this.prefill = msg; this.steps = []; this.done = null; break;
       case "step": this.steps.length = msg.step - 1; this.steps.push(msg); this.done = null; break;
       // A stop cuts the run at the client's last step + 1: steps already on their way are not part of it.
@@ -29,9 +31,10 @@ export class RunState {
       case "detail": this.details[detailKey(msg)] = msg; break;
       case "retemper": this.retempers[msg.step] = msg; break;
       case "check": this.checks[msg.name] = msg; break;
-      case "serving": this.serving[msg.what] = msg; break;
+      case "serving": this.serving[msg.what] = msg; delete this.servingProgress[msg.what]; delete this.servingBusy[msg.what]; break;
+      case "serving_progress": this.servingProgress[msg.what] = msg; break;
       case "status": this.status = msg; break;
-      case "busy": this.busy = msg; break;
+      case "busy": if (msg.what) this.servingBusy[msg.what] = msg; else this.busy = msg; break;
       case "error": this.error = msg; break;
       default: return false;
     }

@@ -5,6 +5,7 @@ import json
 import threading
 
 import pytest
+from playwright.sync_api import expect
 
 from tests.browser.conftest import ROOT
 from tests.browser.test_replay import record
@@ -217,4 +218,19 @@ def test_the_documented_csp_is_enough(page, site_url, recording, author_page):
     page.frame_locator("iframe").locator("he-tokens[data-token-count]").wait_for(timeout=20_000)
     page.wait_for_function("() => document.querySelector('iframe').clientHeight > 150", timeout=15_000)  # sized by embed.js
     assert violations == []
+    assert not page.errors, page.errors
+
+
+def test_an_embedded_recording_says_measuring_needs_the_live_server(page, site_url, recording, author_page):
+    """A serving diagram on a recording has no server to measure on: on sight it links to the live article."""
+    run_id, _ = recording
+    sockets = sockets_of(page)
+    page.goto(author_page("serving.html", html(site_url, f'<he-batch run="{run_id}"></he-batch>')))
+    batch = page.locator("he-batch")
+    batch.scroll_into_view_if_needed()
+    expect(batch.locator(".he-needs-server")).to_contain_text("Measuring needs the live server", timeout=20_000)
+    expect(batch.locator("a.he-live-link")).to_have_attribute("href", f"{site_url}/")
+    expect(batch.locator("button.he-measure")).to_be_disabled()
+    assert batch.locator(".he-error").count() == 0  # not a refusal: a recording simply has no server
+    assert sockets == []
     assert not page.errors, page.errors

@@ -44,13 +44,20 @@ def test_replay_draws_the_recording(page, site_url):
                                      ("he-kv", "data-kv-bytes", steps[0]["kv"]["bytes"]),
                                      ("he-dice", "data-u", steps[0]["draw"]["u"])]:
         shows(page, selector, name, expected)
-    # A measurement has no server to ask here: the button settles with the page's refusal, not "measuring…".
-    timeline = page.locator("he-timeline")
-    timeline.scroll_into_view_if_needed()
-    timeline.locator("button.he-measure").first.click()
-    expect(timeline.locator(".he-status").first).to_have_attribute("data-state", "error")
-    expect(timeline.locator(".he-error")).to_contain_text("no_server")
-    assert sockets == []  # a replay needs no model and opens no socket
+    # A measurement has no server to ask here: every measure control says it needs the live server and
+    # links to its own section on the live article; nothing is measured on sight.
+    for selector, section in [("he-timeline", "timeline"), ("he-kvcalc", "kvcalc"), ("he-batch", "batching"),
+                              ("he-speculative", "speculative"), ("he-quant", "quantization")]:
+        diagram = page.locator(selector)
+        diagram.scroll_into_view_if_needed()
+        expect(diagram.locator("button.he-measure").first).to_be_disabled()
+        expect(diagram.locator(".he-needs-server").first).to_contain_text("Measuring needs the live server")
+        expect(diagram.locator("a.he-live-link").first).to_have_attribute("href", f"/#{section}")
+        expect(diagram.locator(".he-status").first).to_have_attribute("data-state", "idle")
+    page.locator("he-batch a.he-live-link").click()
+    page.wait_for_url(site_url + "/#batching")
+    expect(page.locator("#run-form")).to_be_visible()  # the live article, with the prompt box
+    assert sockets[:-1] == [] and sockets[-1].url.endswith("/ws/session/")  # only the live article opened one
 
 
 def test_save_run_gives_a_permalink_that_replays(page, site_url):

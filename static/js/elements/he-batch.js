@@ -72,7 +72,7 @@ class HeBatch extends MeasuredElement {
       el("p", { class: "he-col-sub" }, "Throughput: tokens per second over every row of the batch, and the ratio to batch size 1:"), throughput,
       el("p", { class: "he-col-sub" }, `Your row (row 0) against decoding it alone, ${int(data.reference_tokens.length)} greedy tokens:`), scroll,
       el("p", { class: "he-callout" }, verdict), line,
-      caption(`Measured ${data.measured_at ? `at ${data.measured_at} (UTC)` : "just now"} on this server's model (${data.model}): your ${int(data.prompt_tokens)}-token prompt decoded greedily for up to ${int(data.max_new_tokens)} tokens, `
+      caption(`Measured ${data.measured_at ? `at ${data.measured_at} (UTC)` : "just now"} on this server's model (${data.model}): ${rs.serving?.batch?.prompt === "article" ? "the article's" : "your"} ${int(data.prompt_tokens)}-token prompt decoded greedily for up to ${int(data.max_new_tokens)} tokens, `
         + "alone and as row 0 of batches padded on the left with other prompts. The differences are exactly what this machine produced, "
         + "and may well be 0; on other hardware and kernels they need not be."));
   }

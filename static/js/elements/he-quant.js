@@ -40,7 +40,7 @@ class HeQuant extends MeasuredElement {
       el("p", {}, `${int(data.quantized_layers)} linear layers were stored as int${data.bits} with one scale per output channel. `
         + `LM head: ${data.lm_head}.${/tied/.test(data.lm_head) ? " It shares its matrix with the embedding table, which stays in float, so the head does too." : ""}`),
       line,
-      caption(`Measured just now on this server's model: weight-only int${data.bits} quantization of a copy (the original is untouched), compared on your prompt `
+      caption(`Measured ${data.measured_at ? `at ${data.measured_at} (UTC)` : "just now"} on this server's model: weight-only int${data.bits} quantization of a copy (the original is untouched), compared on your prompt `
         + "(or the article's, before you run one). Its weights are turned back into floats at every call, with no fast integer kernel, so on this machine it saves memory but need not decode faster."));
   }
 }

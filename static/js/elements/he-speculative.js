@@ -81,7 +81,7 @@ class HeSpeculative extends MeasuredElement {
       el("p", { class: "he-col-sub" }, "Each round, the draft's proposals:"),
       legend([["he-acc", "accepted"], ["he-rej", "first rejected"], ["he-skip", "discarded"], ["he-corr", "target's correction"], ["he-bonus", "bonus"]]),
       scroll, line,
-      caption(`Measured just now on this server: greedy speculative decoding with ${ngram ? "n-gram prompt lookup" : "a draft model"}, `
+      caption(`Measured ${data.measured_at ? `at ${data.measured_at} (UTC)` : "just now"} on this server: greedy speculative decoding with ${ngram ? "n-gram prompt lookup" : "a draft model"}, `
         + `k = ${data.k}, ${int(n)} tokens in ${ms(data.spec_ms)} against ${ms(data.target_ms)} for the model alone. `
         + "Token ids without text did not appear in your run. "
         + (ngram ? "Prompt lookup only pays off when the reply repeats earlier text (quotes, code, lists); otherwise most rounds find nothing to copy."

@@ -105,12 +105,14 @@ class HeTimeline extends SteppedElement {
     const data = state.data;
     if (!data) {
       delete this.dataset.lengths;
+      delete this.dataset.prefillInDecodeSteps;
       this.servedPart.replaceChildren(this.measure.placeholder(state,
         "Press the button to time a prefill at several prompt lengths, each followed by one decode step, on this server's model (random tokens)."));
       return;
     }
     const rows = data.rows;
     this.dataset.lengths = rows.map((r) => r.prompt_tokens).join(",");
+    this.dataset.prefillInDecodeSteps = String(rows[rows.length - 1].prefill_ms / rows[rows.length - 1].decode_ms);
     const line = readout("Hover or tap a point or a bar for its value.");
     const chart = lineChart([
       { name: "prefill", cls: "he-c-prefill", points: rows.map((r) => ({ x: r.prompt_tokens, y: r.prefill_ms,
@@ -129,6 +131,8 @@ class HeTimeline extends SteppedElement {
         ["decode tokens / s", fmt(data.decode_tokens_per_s, 1), `1000 / decode_ms of the last row = ${data.decode_tokens_per_s}`],
         [`prefill tokens / s (${longest.prompt_tokens})`, fmt(data.prefill_tokens_per_s[longest.prompt_tokens], 1), `${longest.prompt_tokens} tokens / ${longest.prefill_ms} ms`],
         ["weights read per pass", bytes(data.weight_bytes), `${int(data.weight_bytes)} bytes: ${int(data.parameters)} parameters`],
+        [`one ${longest.prompt_tokens}-token prefill stalls`, `${fmt(longest.prefill_ms / longest.decode_ms, 1)} decode steps`,
+          `${longest.prefill_ms} ms prefill / ${longest.decode_ms} ms per decode step: how long a reply streaming beside it waits, unless the phases are disaggregated`, "he-stall"],
       ], line),
       el("p", { class: "he-col-sub" }, "Arithmetic intensity: FLOPs done per byte of weights read (2 × parameters per token):"),
       bars(intensity, line),

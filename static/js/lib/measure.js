@@ -8,49 +8,141 @@ import { requestFromServer } from "../run-state.js";
 // page's own `no_server` for a replay that has no socket to ask.
 const MEASURE_ERRORS = new Set(["model_error", "out_of_range", "missing_field", "wrong_type", "invalid_value", "no_server"]);
 
-/** A button that asks the server to measure `what`; pending until a new `serving[what]` (or a refusal) arrives. */
+/** A recording replayed with no server (/runs/<id>): nothing can be measured on this page. */
+const replayPage = () => Boolean(document.querySelector("[data-run-id]"));
+
+/** "2026-11-30T12:34:56+00:00" → "2026-11-30 12:34 UTC". */
+function when(iso) {
+  return /^\d{4}-\d\d-\d\dT\d\d:\d\d/.test(iso || "") ? `${iso.slice(0, 10)} ${iso.slice(11, 16)} UTC` : null;
+}
+
+/** A button that asks the server to measure `what`; pending until a new `serving[what]` (or a refusal) arrives.
+ *  The first time its diagram comes into view it asks by itself, on the article's prompt (a result every
+ *  visitor shares, so usually cached); while it runs, the server's `serving_progress` says what it measures. */
 export class Measure {
   constructor(host, what, { label = "Measure on this server", fields = [], extra = () => ({}) } = {}) {
-    Object.assign(this, { host, what, extra, pending: false, error: null, before: undefined, errorBefore: null });
-    this.fields = new Set([null, "what", ...fields]);
+    Object.assign(this, { host, what, extra, pending: false, error: null, before: undefined, errorBefore: null, busyBefore: null, retry: 0 });
+    this.fields = new Set([null, "what", "prompt", ...fields]);
     this.button = el("button", { type: "button", class: "he-measure", "data-what": what }, label);
     this.status = el("span", { class: "he-status", "aria-live": "polite" });
     this.node = el("div", { class: "he-measure-bar" });
     this.node.append(this.button, this.status);
     this.button.addEventListener("click", () => this.request());
+    if (replayPage()) this.#needsServer();
+    else this.#askWhenSeen();
   }
 
-  request() {
+  /** A replay has no server: the control says so and links to this section on the live article. */
+  #needsServer() {
+    if (this.offline) return;
+    this.offline = true;
+    this.button.disabled = true;
+    const section = this.host.closest("section[id]")?.id;
+    const href = new URL(`/${section ? `#${section}` : ""}`, import.meta.url); // the site's, on an author's page too
+    const link = el("a", { class: "he-live-link", href: href.origin === location.origin ? href.pathname + href.hash : href.href },
+      "open the live article to measure it");
+    this.note = el("span", { class: "he-needs-server" }, "Measuring needs the live server: ");
+    this.note.append(link);
+    this.node.append(this.note);
+  }
+
+  /** Measure once the diagram is first on screen (not before: each one runs the model for seconds). */
+  #askWhenSeen() {
+    const seen = new IntersectionObserver((entries) => {
+      if (!entries.some((e) => e.isIntersecting)) return;
+      seen.disconnect();
+      if (!this.pending && !this.host.data?.serving?.[this.what]) this.request({ prompt: "article" });
+    });
+    seen.observe(this.host);
+  }
+
+  request(options = {}) {
+    if (this.offline) return;
     const extra = this.extra();
     if (extra == null) return; // the control's own inputs are not valid; it said why
     const rs = this.host.data;
-    this.before = rs?.serving?.[this.what];
-    this.errorBefore = rs?.error ?? null;
+    clearTimeout(this.retry);
+    if (!this.pending) {
+      this.before = rs?.serving?.[this.what];
+      this.errorBefore = rs?.error ?? null;
+    }
+    this.busyBefore = rs?.servingBusy?.[this.what] ?? null;
     this.pending = true;
+    this.asked = { ...options, ...extra };
     this.error = null;
-    requestFromServer(this.host, { type: "measure", what: this.what, ...extra });
-    this.host.render(rs); // show "measuring…" at once
+    requestFromServer(this.host, { type: "measure", what: this.what, ...this.asked });
+    this.#watch();
+    if (rs) this.host.render(rs); // show "measuring…" at once
   }
 
-  /** Fold the state in; returns {data, pending, error}: data only once this server's answer is here. */
-  sync(rs) {
+  /** Settle a pending request from the state: its answer, a refusal, or a `busy` (ask again when it says). */
+  #advance(rs) {
+    if (!this.pending) return;
     const msg = rs?.serving?.[this.what];
     const err = rs?.error;
-    if (this.pending && msg && msg !== this.before) this.pending = false;
-    else if (this.pending && err && err !== this.errorBefore && MEASURE_ERRORS.has(err.code) && this.fields.has(err.field ?? null)) {
+    const busy = rs?.servingBusy?.[this.what];
+    if (msg && msg !== this.before) this.pending = false;
+    else if (err && err !== this.errorBefore && err.code === "no_server") {
+      this.pending = false; // an embedded recording has no server to ask: say so, as a replay page does
+      this.#needsServer();
+    } else if (err && err !== this.errorBefore && MEASURE_ERRORS.has(err.code) && this.fields.has(err.field ?? null)) {
       this.pending = false;
       this.error = err;
+    } else if (busy && busy !== this.busyBefore) {
+      this.busyBefore = busy; // another measurement holds the model: ask again when the server says
+      this.waitUntil = Date.now() + 1000 * (busy.retry_after_s || 1);
+      this.retry = setTimeout(() => this.request(this.asked), 1000 * (busy.retry_after_s || 1));
     }
-    this.button.disabled = this.pending;
-    this.status.textContent = this.pending ? "measuring…" : this.error ? "the server refused" : msg ? "measured on this server" : "not measured yet";
-    this.status.dataset.state = this.pending ? "pending" : this.error ? "error" : msg ? "done" : "idle";
-    return { data: this.pending || this.error ? null : msg?.data ?? null, pending: this.pending, error: this.error };
   }
 
-  /** What to show in place of the drawing while there is no data. */
-  placeholder({ pending, error }, idle) {
-    if (pending) return el("p", { class: "he-pending-box" }, "measuring… (the server runs the model now; this can take a while)");
+  /** Watch the state while pending, on screen or not (a diagram off screen does not render). */
+  #watch() {
+    clearInterval(this.watching);
+    this.watching = setInterval(() => {
+      this.#advance(this.host.data);
+      if (this.pending) return;
+      clearInterval(this.watching);
+      this.host.data = this.host.data; // redraw when on screen
+    }, 250);
+  }
+
+  /** Fold the state in; returns {data, pending, error, progress}: data only once this server's answer is here. */
+  sync(rs) {
+    this.#advance(rs);
+    const msg = rs?.serving?.[this.what];
+    const busy = this.pending ? rs?.servingBusy?.[this.what] ?? null : null;
+    const progress = this.pending ? rs?.servingProgress?.[this.what] ?? null : null;
+    this.button.disabled = this.pending || Boolean(this.offline);
+    this.status.textContent = this.#statusText(msg, busy, progress);
+    this.status.dataset.state = this.pending ? "pending" : this.error ? "error" : msg ? "done" : "idle";
+    return { data: this.pending || this.error ? null : msg?.data ?? null, pending: this.pending, error: this.error, progress, busy };
+  }
+
+  #statusText(msg, busy, progress) {
+    if (this.offline) return "";
+    if (this.pending && busy && this.waitUntil > Date.now()) return `waiting: ${busy.reason}`;
+    if (this.pending) return progress ? `measuring ${progress.label} (part ${progress.done + 1} of ${progress.total})…` : "measuring…";
+    if (this.error) return "the server refused";
+    if (!msg) return "not measured yet";
+    const at = when(msg.measured_at);
+    const prompt = msg.prompt === "article" ? ", on the article's prompt" : msg.prompt === "yours" ? ", on your prompt" : "";
+    return at ? `measured on this server on ${at}${prompt}${msg.cached ? " (kept from then)" : ""}` : "measured on this server";
+  }
+
+  /** What to show in place of the drawing while there is no data: the server's own progress while it measures. */
+  placeholder({ pending, error, progress, busy }, idle) {
+    if (pending && busy && this.waitUntil > Date.now()) {
+      return el("p", { class: "he-pending-box" }, `Waiting for the model: ${busy.reason}. This diagram asks again in ${busy.retry_after_s} s.`);
+    }
+    if (pending && progress) {
+      const box = el("div", { class: "he-pending-box he-progress" });
+      const bar = el("progress", { max: String(progress.total), value: String(progress.done), "aria-label": `${this.what}: ${progress.done} of ${progress.total} parts measured` });
+      box.append(el("p", {}, `The server is measuring ${progress.label}: ${progress.done} of ${progress.total} parts done.`), bar);
+      return box;
+    }
+    if (pending) return el("p", { class: "he-pending-box" }, "measuring… (the server runs the model now; it says what it measures as it goes)");
     if (error) return el("p", { class: "he-error", role: "alert" }, `Error ${error.code}: ${error.message}`);
+    if (this.offline) return el("p", { class: "he-idle" }, "This is a recording: measurements are made on the live server, for its model.");
     return el("p", { class: "he-idle" }, idle);
   }
 }

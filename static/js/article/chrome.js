@@ -1,0 +1,58 @@
+// The page's chrome around the diagrams: the status banner (what the run and the socket are doing) and
+// the streamed reply.
+import { $, page, state } from "./page.js";
+import { runPhase, updateButtons } from "./controls.js";
+
+function connectionText() {
+  const { connection } = page;
+  if (connection.state === "connecting") return { kind: "info", text: "Connecting to the server…" };
+  if (connection.state === "closed") {
+    const left = connection.retryAt != null ? Math.max(0, Math.ceil((connection.retryAt - Date.now()) / 1000)) : null;
+    const s = left != null ? `; reconnecting in ${left} s` : "";
+    return { kind: "error", text: `Not connected to the server${s}.` };
+  }
+  return null;
+}
+
+function bannerText() {
+  const { banner } = page;
+  if (banner?.kind === "busy") {
+    const left = Math.max(0, Math.ceil((banner.until - Date.now()) / 1000));
+    return { kind: "busy", text: left > 0 ? `Server busy: ${banner.reason}, retry in ${left} s` : `Server busy: ${banner.reason}. Press play to retry.` };
+  }
+  if (banner) return banner;
+  const offline = connectionText();
+  if (offline) return offline;
+  const st = state.status?.state;
+  const n = state.steps.length;
+  if (st === "loading") return { kind: "info", text: "Loading the model…" };
+  if (page.mode === "example") return { kind: "info", text: "Showing a recorded example. Press play to run the model on your prompt." };
+  const phase = runPhase();
+  if (phase === "stopping") return { kind: "info", text: `Stopping after step ${n}…` };
+  if (phase === "held") return { kind: "info", text: `Waiting for this page to catch up (ack) after step ${n}.` };
+  if (phase === "running") return { kind: "info", text: n && state.prefill ? `Generating… step ${n}` : "Reading the prompt…" };
+  if (phase === "paused") return { kind: "info", text: n ? `Paused after step ${n}.` : "Paused after the prefill. Press step." };
+  if (state.done) {
+    const t = state.done.timing || {};
+    const rate = t.tokens_per_s != null ? `, ${t.tokens_per_s.toFixed(1)} tokens/s` : "";
+    return { kind: "ok", text: `Finished (${state.done.stop_reason}) after ${state.done.steps} steps${rate}.` };
+  }
+  if (st === "finished" && state.prefill) return { kind: "ok", text: `Finished after ${n} steps.` };
+  if (state.prefill) return { kind: "info", text: n ? `Generating… step ${n}` : "Reading the prompt…" };
+  if (state.status?.message) return { kind: "info", text: state.status.message };
+  return { kind: "info", text: "Ready. Press play to run the model on your prompt." };
+}
+
+export function renderChrome() {
+  const b = bannerText();
+  const node = $("#status-banner");
+  node.textContent = b.text;
+  node.dataset.kind = b.kind;
+  const reply = $("#reply");
+  reply.textContent = state.done ? state.done.text : state.text;
+  reply.classList.toggle("streaming", runPhase() === "running" && !state.done);
+  reply.classList.toggle("empty", !reply.textContent);
+  const back = $("#btn-original");
+  if (back) back.hidden = !page.original;
+  updateButtons();
+}

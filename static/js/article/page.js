@@ -1,0 +1,31 @@
+// The article page's shared state: one RunState folded from every server message, the socket, and what
+// the page is showing. The article's modules (controls, chrome, diagrams, recordings, requests) share it.
+import { RunState } from "../run-state.js";
+import { SessionClient } from "../client.js";
+import { WorkshopFollow } from "../workshop-follow.js";
+import { stepFromUrl } from "../step-bar.js";
+
+export const $ = (sel) => document.querySelector(sel);
+export const state = new RunState();
+export const client = new SessionClient();
+export const workshop = new WorkshopFollow(client); // listens first: following is current when the page redraws
+
+export const page = {
+  recorder: null,      // keeps the current run's payloads for "Save run"
+  lastStart: null,     // the messages and params of the last start sent
+  banner: null,        // {kind, text, until?} from the last message that deserves one
+  connection: { state: "closed", retryAt: null },
+  mode: "none",        // what the diagrams show: "example" or "recording" (stepped with the replay bar), or "live"
+  stepBar: null,       // the page's one step scrubber (step-bar.js), for live runs and recordings alike
+  wantedStep: stepFromUrl(), // #step=12 in the link: where a finished run or a recording opens
+  original: null,      // the run as it was before the first fork: {steps, done}; "back to the original" shows it
+  forkAsked: null,     // {step, token_id} of a fork sent and not yet answered
+  examples: null,      // the shipped examples' picker (the article page only)
+  stopping: false,     // Stop was pressed and the run's `done` has not come yet
+  stepAsked: false,    // Step was pressed and its step has not come yet
+};
+
+/** Whether the diagrams show a recording (an example or a permalink) rather than a live run. */
+export function replaying() {
+  return page.mode === "example" || page.mode === "recording";
+}

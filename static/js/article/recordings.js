@@ -1,0 +1,112 @@
+// Recorded runs, stepped through with no model: a permalink (/runs/<id>) or a shipped example; and the
+// page's one step bar, which follows a live run too.
+import { ExamplePicker, Replay, fetchJson } from "../replay.js";
+import { StepBar } from "../step-bar.js";
+import { fillPromptForm } from "../prompt-form.js";
+import { $, client, page, state } from "./page.js";
+import { LIVE, runPhase, start, stopRun, updateButtons } from "./controls.js";
+import { renderChrome } from "./chrome.js";
+import { feedDiagrams } from "./diagrams.js";
+
+/** The step bar, made once; scrubbing redraws the chrome (the diagrams follow the page step themselves). */
+function ensureStepBar() {
+  page.stepBar ??= new StepBar($("#replay-bar"), () => state.steps.length, () => renderChrome());
+  return page.stepBar;
+}
+
+/** Where a finished run rests: the link's #step=, else the first generated token (not the end, often eos). */
+function restingStep() {
+  const n = state.steps.length;
+  return page.wantedStep != null ? Math.min(page.wantedStep, n) : Math.min(1, n);
+}
+
+/** Draw a whole recording; the step bar then picks the step every diagram shows. */
+function showRecording(recording, kind) {
+  page.mode = kind;
+  page.original = null;
+  const replay = new Replay(recording.payloads);
+  replay.stateAt(replay.steps, state);
+  const bar = ensureStepBar();
+  bar.reset();
+  bar.place(restingStep());
+  bar.show();
+  feedDiagrams();
+  renderChrome();
+}
+
+/** A live run took over the diagrams: the step bar follows it, the examples stay to pick from. */
+export function goLive() {
+  page.mode = "live";
+  page.original = null;
+  page.forkAsked = null;
+  const bar = ensureStepBar();
+  bar.reset();
+  bar.show();
+  page.examples?.live();
+}
+
+/** Keep the step bar with the run: follow while it streams, rest on the first token when it finishes. */
+export function followRun(msg) {
+  const { stepBar, forkAsked } = page;
+  if (!stepBar || page.mode !== "live") return;
+  if (msg.type === "done" && !stepBar.moved) stepBar.place(restingStep());
+  else if (msg.type === "step" && forkAsked && msg.forced) {
+    stepBar.seek(msg.step);
+    page.banner = null;
+    if (forkAsked.continue) client.send({ type: "resume" });
+    page.forkAsked = null;
+  } else if (msg.type === "step" || msg.type === "prefill") stepBar.follow();
+  else stepBar.render();
+}
+
+function loadFailed(err) {
+  page.banner = { kind: "error", at: Date.now(), text: `The recording could not be loaded: ${err.message}` };
+}
+
+export async function replayRecording(id) {
+  try {
+    const body = await fetchJson(`/api/runs/${encodeURIComponent(id)}`);
+    showRecording(body, "recording");
+    fillForm(body.messages || [], { ...(body.params || {}), seed: body.seed ?? body.params?.seed });
+    const live = $("#run-live");
+    if (live) { live.href = `/?run=${encodeURIComponent(id)}`; live.hidden = false; }
+    page.banner = { kind: "info", text: `A recorded run (${body.model_spec}, ${state.steps.length} steps): no model is running. "Run this live" runs it on the server.` };
+  } catch (err) {
+    loadFailed(err);
+  }
+  feedDiagrams();
+  renderChrome();
+}
+
+function fillForm(messages, params) {
+  fillPromptForm(messages, params, updateButtons);
+  updateButtons();
+}
+
+/** "Run this live" (/?run=<id>): the recording's prompt and parameters in the form, run once connected. */
+export async function runRecordingLive(id) {
+  try {
+    const body = await fetchJson(`/api/runs/${encodeURIComponent(id)}`);
+    fillForm(body.messages || [], { ...(body.params || {}), seed: body.seed ?? body.params?.seed });
+  } catch (err) {
+    loadFailed(err);
+    renderChrome();
+    return;
+  }
+  const go = () => { if (page.connection.state === "open" && !$("#btn-play").disabled) { start(false); return true; } return false; };
+  if (go()) return;
+  const onState = () => { if (go()) client.removeEventListener("state", onState); };
+  client.addEventListener("state", onState);
+}
+
+/** The first paint: the first shipped example, drawn before (and without) any socket message. */
+export function loadExamples(indexUrl) {
+  page.examples = new ExamplePicker($("#example-bar"), indexUrl, (recording, byVisitor) => {
+    if (page.mode === "live" && !byVisitor) return false; // the visitor's own run came first
+    if (page.mode === "live" && LIVE.has(runPhase())) stopRun(); // the visitor picked a recording over the run going on
+    showRecording(recording, "example");
+    if (byVisitor) fillForm(recording.messages, recording.params);
+    return true;
+  });
+  page.examples.load().catch((err) => console.warn("the example runs did not load", err));
+}

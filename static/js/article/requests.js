@@ -1,0 +1,42 @@
+// What the diagrams ask of the server (their bubbling `he-request` events): details, retempers, forks and
+// measurements; a recording, which has no live session, says what each needs instead.
+import { client, page, replaying, state, workshop } from "./page.js";
+import { renderChrome } from "./chrome.js";
+import { feedDiagrams } from "./diagrams.js";
+
+/** Send a diagram's request; details need a live session, which an example does not have. */
+export function request(msg) {
+  if (msg.type === "fork" && !replaying()) { fork(msg); return; }
+  if (!replaying() || (page.mode === "example" && msg.type === "measure")) { client.send(msg); return; }
+  if (msg.type === "measure") {  // a permalink replays with no socket: settle the button with a refusal
+    state.apply({ type: "error", code: "no_server", field: null, message: "a recording replays without the server: measure on the live article" });
+    feedDiagrams();
+    return;
+  }
+  const where = page.mode === "example" ? "press Play, then ask again" : "open the article and run it live";
+  page.banner = { kind: "info", at: Date.now(), text: `This needs a live run: ${where}.` };
+  renderChrome();
+}
+
+/** Continue from `step` with another token: the server rewinds there (paused); the page resumes the branch. */
+function fork(msg) {
+  if (workshop.following) return;
+  page.original ??= { steps: state.steps.slice(), done: state.done };
+  page.forkAsked = { step: msg.step, token_id: msg.token_id, continue: Boolean(msg.continue) };
+  client.send({ type: "fork", step: msg.step, token_id: msg.token_id });
+  page.banner = { kind: "info", at: Date.now(), text: `Forking at step ${msg.step}: continuing with token ${msg.token_id}…` };
+  renderChrome();
+}
+
+/** Show the run as it was before the first fork (the server keeps the branch; a new fork starts from it). */
+export function backToOriginal() {
+  if (!page.original) return;
+  state.steps = page.original.steps.slice();
+  state.done = page.original.done;
+  state.version += 1;
+  page.original = null;
+  page.banner = { kind: "info", at: Date.now(), text: "Back to the original run (before the fork)." };
+  feedDiagrams();
+  page.stepBar?.render();
+  renderChrome();
+}
