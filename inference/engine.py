@@ -15,9 +15,9 @@ import time
 import torch
 from transformers.cache_utils import DynamicLayer
 
-from . import views
+from . import payload_builder
 from .capture import lens_layers, residual_stream
-from .discovery import is_attention
+from .forward import ForwardRow, aligned_attentions, last_rows, synchronize
 from .kept import KeptSteps
 from .kvstats import cache_stats
 from .loading import LoadedModel
@@ -77,7 +77,7 @@ class GenerationSession:
 
     # -- forward passes ---------------------------------------------------------------------------
     @torch.no_grad()
-    def _forward(self, new_ids: list[int]) -> dict:
+    def _forward(self, new_ids: list[int]) -> ForwardRow:
         """Run new_ids through the model on top of the cache; capture attentions and residuals.
 
         A model without a cache (adapter.has_cache False) reads the whole sequence every time."""
@@ -90,34 +90,25 @@ class GenerationSession:
             synchronize(self.model.device)
             t1 = time.perf_counter()
         self.cache = out.cache if cached else None
-        hidden = torch.stack([r[0] for r in residuals])  # (layers + 1, new, hidden): layer 0's input, each output
         # layers x (heads, new, keys), stacked only where small; models without attention return none
         attentions = aligned_attentions(getattr(out, "attentions", None), input_ids.shape[1], len(self.ids), self.description.layers)
-        last_attn = torch.stack([a[:, -1] for a in attentions]) if attentions else torch.zeros(0, 0, input_ids.shape[1])
-        return {"logits": out.logits[0, -1].float(), "attentions": attentions, "hidden": hidden,
-                "last_attn": last_attn,  # (layers, heads, keys)
-                "forward_ms": (t1 - t0) * 1e3, "ended_at": t1}
+        return ForwardRow(logits=out.logits[0, -1].float(), hidden=torch.stack([r[0] for r in residuals]),
+                          last_attn=last_rows(attentions, input_ids.shape[1]), forward_ms=(t1 - t0) * 1e3,
+                          ended_at=t1, attentions=attentions, source="prefill" if self.pending is None else "decode")
 
     def prefill(self) -> dict:
         if self.pending is not None or self.step_index:
             raise SessionError("prefill already ran")
         self.started = time.perf_counter()
-        forward = self._forward(self.ids)
-        payload = views.prefill_view(self, forward)
-        attention_bytes = sum(a.numel() for a in forward["attentions"]) * 2
-        full_attention = torch.stack(forward["attentions"]).half() if 0 < attention_bytes <= self.kept.budget // 2 else None
-        self.kept.put(0, attn=full_attention, hidden=forward["hidden"].half(), logits=forward["logits"])
-        payload["timing"]["capture_ms"] = round((time.perf_counter() - forward["ended_at"]) * 1e3, 3)
-        self.pending = self._pending(forward, "prefill")
+        row = self._forward(self.ids)
+        attention_bytes = sum(a.numel() for a in row.attentions) * 2
+        full_attention = torch.stack(row.attentions).half() if 0 < attention_bytes <= self.kept.budget // 2 else None
+        self.kept.put(0, attn=full_attention, hidden=row.hidden.half(), logits=row.logits)
+        payload = payload_builder.prefill_payload(self, row)
+        self.pending = row.last_position("prefill")
         return payload
 
-    @staticmethod
-    def _pending(forward: dict, source: str) -> dict:
-        """What the next step samples from: the last position of a forward pass."""
-        return {"logits": forward["logits"], "attn": forward["last_attn"], "hidden": forward["hidden"][:, -1],
-                "forward_ms": forward["forward_ms"], "source": source, "batch_size": forward.get("batch_size", 1)}
-
-    def step(self, forced_token: int | None = None, forward: dict | None = None) -> dict:
+    def step(self, forced_token: int | None = None, forward: ForwardRow | None = None) -> dict:
         """One decode step: forward the last token (except step 1), sample, append, detokenize.
 
         `forward`: this session's row of a batched decode pass (inference/scheduler.py), already run."""
@@ -126,22 +117,19 @@ class GenerationSession:
         if self.pending is None:
             self.prefill()
         if self.step_index > 0:
-            self.pending = self._pending(forward or self._forward([self.ids[-1]]), "decode")
+            self.pending = (forward or self._forward([self.ids[-1]])).last_position("decode")
         self.step_index += 1
-        pending = self.pending
+        row = self.pending
         t0 = time.perf_counter()
-        ids = torch.tensor([self.ids])
-        result = sample_token(ids, pending["logits"], self.params, self.prompt_length, self.step_index, forced=forced_token)
-        t1 = time.perf_counter()
-        self.ids.append(result.token_id)
-        self.first_token_at = self.first_token_at or t1
+        draw = sample_token(torch.tensor([self.ids]), row.logits, self.params, self.prompt_length, self.step_index,
+                            forced=forced_token)
+        sampling_ms = (time.perf_counter() - t0) * 1e3
+        self.ids.append(draw.token_id)
+        self.first_token_at = self.first_token_at or time.perf_counter()
         delta = self._text_delta()
-        self.finished = self._stop_reason(result.token_id)
-        payload = views.step_view(self, pending, result, delta, forced_token is not None)
-        t2 = time.perf_counter()
-        self.kept.put(self.step_index, attn=pending["attn"].half(), hidden=pending["hidden"].half(), logits=pending["logits"])
-        payload["timing"].update(sampling_ms=round((t1 - t0) * 1e3, 3), capture_ms=round((t2 - t1) * 1e3, 3))
-        return payload
+        self.finished = self._stop_reason(draw.token_id)
+        self.kept.put(self.step_index, attn=row.last_attn.half(), hidden=row.last_hidden.half(), logits=row.logits)
+        return payload_builder.step_payload(self, row, draw, delta, forced_token is not None, sampling_ms)
 
     def stop(self) -> None:
         self.finished = self.finished or "stopped"
@@ -240,20 +228,6 @@ class GenerationSession:
         self.cache, self.pending = None, None
         self.kept.clear()
         self.finished = self.finished or "stopped"
-
-
-def aligned_attentions(returned, new: int, seen: int, layers: int) -> list[torch.Tensor]:
-    """Each attention layer's weights (heads, new, keys), left-padded with zeros to the most keys any layer
-    read, so sliding-window layers line up with full ones on the same (most recent) positions."""
-    weights = [a[0] for a in (returned or ()) if is_attention(a, new, seen)][-layers:]  # looped models: last pass
-    keys = max((w.shape[-1] for w in weights), default=0)
-    return [torch.nn.functional.pad(w, (keys - w.shape[-1], 0)) if w.shape[-1] < keys else w for w in weights]
-
-
-def synchronize(device: torch.device) -> None:
-    """Make forward timings honest on CUDA, where kernels run asynchronously."""
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
 
 
 def eos_token_ids(loaded: LoadedModel) -> set[int]:

@@ -22,6 +22,7 @@ from transformers import DynamicCache
 from transformers.cache_utils import DynamicLayer
 
 from .capture import residual_stream
+from .forward import ForwardRow, aligned_attentions, last_rows, synchronize
 
 
 def can_batch(session) -> bool:
@@ -52,10 +53,8 @@ def own_cache(batched: DynamicCache, row: int, pad: int) -> DynamicCache:
 
 
 @torch.no_grad()
-def batched_decode(sessions) -> list[dict]:
-    """One forward pass feeding each session its last token on top of its own cache; one forward record each
-    (the shape GenerationSession._forward returns), with batch_size set."""
-    from .engine import aligned_attentions, synchronize
+def batched_decode(sessions) -> list[ForwardRow]:
+    """One forward pass feeding each session its last token on top of its own cache; one row each."""
     model, adapter = sessions[0].model, sessions[0].adapter
     lengths = [s.cache.get_seq_length() for s in sessions]
     longest, batch = max(lengths), len(sessions)
@@ -71,26 +70,25 @@ def batched_decode(sessions) -> list[dict]:
                     output_attentions=True, logits_to_keep=1)
         synchronize(model.device)
         t1 = time.perf_counter()
-    forwards, caches = [], []
+    rows, caches = [], []
     for i, session in enumerate(sessions):
         pad = longest - lengths[i]
         caches.append(own_cache(out.cache, i, pad))
         returned = [a[i:i + 1, :, :, pad:] for a in (getattr(out, "attentions", None) or ())]
         attentions = aligned_attentions(returned, 1, len(session.ids), session.description.layers)
-        last_attn = torch.stack([a[:, -1] for a in attentions]) if attentions else torch.zeros(0, 0, 1)
-        forwards.append({"logits": out.logits[i, -1].float(), "attentions": attentions,
-                         "hidden": torch.stack([r[i] for r in residuals]), "last_attn": last_attn,
-                         "forward_ms": (t1 - t0) * 1e3, "ended_at": t1, "batch_size": batch})
+        rows.append(ForwardRow(logits=out.logits[i, -1].float(), hidden=torch.stack([r[i] for r in residuals]),
+                               last_attn=last_rows(attentions, 1), forward_ms=(t1 - t0) * 1e3, ended_at=t1,
+                               attentions=attentions, batch_size=batch))
     for session, own in zip(sessions, caches):  # only once every row is out: a failure above changes no session
         session.cache = own
-    return forwards
+    return rows
 
 
 def step_all(sessions) -> list:
     """One tick on the device thread: the batched forward, then each session's own step (a payload, or the
     exception that session raised: one visitor's failure is not another's)."""
     ready = [s for s in sessions if can_batch(s)]
-    forwards: dict[int, dict] = {}
+    forwards: dict[int, ForwardRow] = {}
     if len(ready) > 1:
         try:
             forwards = {id(s): f for s, f in zip(ready, batched_decode(ready))}

@@ -2,12 +2,7 @@
 import torch
 
 from inference import checks
-from inference.payload import SCHEMA_VERSION
-from inference.views import piece
-
-
-def check_message(name: str, passed: bool, data: dict) -> dict:
-    return {"type": "check", "schema_version": SCHEMA_VERSION, "name": name, "passed": passed, "data": data}
+from inference.payload_builder import check_payload as check_message, piece
 
 
 def causal_mask(session) -> dict:

@@ -16,7 +16,7 @@ from explainer.services.limits import TokenBucket
 from explainer.services.executors import BACKGROUND, run_on
 from inference import serving
 from inference.loading import ModelNotAvailable
-from inference.payload import SCHEMA_VERSION
+from inference.payload_builder import measured_payload, serving_payload
 from inference.prompting import build_prompt
 
 DEFAULT_PROMPT = [{"role": "user", "content": "The mole on my face may need a biopsy. Explain this simply."}]
@@ -55,7 +55,7 @@ async def serve(what: str, message: dict, session, device: str, address: str | N
     finally:
         _running.clear()
     at = datetime.now(timezone.utc).isoformat(timespec="seconds")
-    _cache[key] = {**reply, "measured_at": at, "data": {**reply["data"], "measured_at": at}}  # the diagram reads data
+    _cache[key] = measured_payload(reply, at)
     return {**_cache[key], "cached": False}
 
 
@@ -100,7 +100,7 @@ def measure(what: str, message: dict, session) -> dict:
         data = _speculative(message, loaded, prompt_ids(loaded, session))
     else:
         data = _experiment(what, loaded, prompt_ids(loaded, session))
-    return {"type": "serving", "schema_version": SCHEMA_VERSION, "what": what, "data": data}
+    return serving_payload(what, data)
 
 
 def _experiment(what: str, loaded, ids: list[int]) -> dict:

@@ -5,28 +5,24 @@ import asyncio
 import logging
 import weakref
 
-import torch
 from django.conf import settings
 
-from explainer.protocol import DETAIL_WHATS, MEASURES, ProtocolError, choice, integer, number, prompt_fields
-from explainer.services import checks, limits, measurements, model_registry, workshop_policy
+from explainer.protocol import ProtocolError, integer, prompt_fields
+from explainer.services import checks, limits, model_registry, workshop_policy
 from explainer.services.capacity import generating
-from explainer.services.executors import queue_depth, run_on, scheduler_for
-from explainer.services.run_state import FINISHED, HELD, PAUSED, RUNNING, STOPPING, RunControl, status
-from inference.engine import GenerationSession, SessionError
+from explainer.services.executors import run_on, scheduler_for
+from explainer.services.requests import LOADING, READER_PAUSED, OnDemandAnswers
+from explainer.services.run_errors import ENGINE_ERRORS, OUT_OF_MEMORY, as_error, refusal, wrapped
+from explainer.services.run_state import HELD, PAUSED, RUNNING, STOPPING, RunControl, status
+from inference.engine import GenerationSession
 from inference.frames import split_message
-from inference.kept import NotKept
 from inference.loading import ModelNotAvailable
-from inference.ondemand import DetailError, detail, retemper
-from inference.prompting import PromptError, build_prompt, validate_messages, validate_text
-from inference.sampling import ParamError, SamplingParams
-from inference.views import done_view, session_view
+from inference.payload_builder import busy_payload, done_payload, session_payload
+from inference.prompting import build_prompt, validate_messages, validate_text
+from inference.sampling import SamplingParams
 
 log = logging.getLogger(__name__)
-ENGINE_ERRORS = (ParamError, PromptError, DetailError, SessionError, NotKept)
-OUT_OF_MEMORY = (MemoryError, torch.OutOfMemoryError)
 MAX_ACK = 2**53  # the largest integer a browser's JSON numbers hold exactly
-READER_PAUSED = status(HELD)
 _live: weakref.WeakSet = weakref.WeakSet()  # runs whose GenerationSession is open
 
 
@@ -35,29 +31,7 @@ def live_sessions() -> int:
     return len(_live)
 
 
-def as_error(exc: Exception) -> dict:
-    """Engine exceptions carry a code and a field; everything else is a model error."""
-    if isinstance(exc, NotKept):
-        return {"type": "error", "code": "not_kept", "message": str(exc), "field": "step"}
-    if isinstance(exc, ProtocolError):
-        return exc.as_message()
-    if isinstance(exc, ENGINE_ERRORS):
-        return {"type": "error", "code": getattr(exc, "code", "invalid_value"), "message": str(exc),
-                "field": getattr(exc, "field", None)}
-    if isinstance(exc, OUT_OF_MEMORY):
-        return {"type": "error", "code": "out_of_memory", "field": None,
-                "message": "the server ran out of memory for this run; try a shorter prompt or fewer new tokens"}
-    return {"type": "error", "code": "model_error", "message": f"the model failed: {exc.__class__.__name__}", "field": None}
-
-
-def refusal(exc: Exception) -> dict:
-    """The `error` for a refused client message; anything but a ProtocolError is logged too."""
-    if not isinstance(exc, ProtocolError):
-        log.info("refused message: %s", exc)
-    return as_error(exc)
-
-
-class VisitorRun:
+class VisitorRun(OnDemandAnswers):
     """One socket's run: its session, the driver task that steps it, and its control state (run_state.py).
 
     `start` answers with the prefill; after it, control verbs change the state and return at once and only
@@ -107,7 +81,7 @@ class VisitorRun:
         else:
             fields["text"] = validate_text(fields["text"])
         if (refused := generating.refusal(slots, self.address)) is not None:
-            await self.send({"type": "busy", "reason": refused, "retry_after_s": 5})
+            await self.send(busy_payload(refused, 5))
             return
         self.holds_slot = True
         self.control.begin(fields["paused"])
@@ -117,13 +91,13 @@ class VisitorRun:
             self.control.reset()
             await self._close_session()
             await self._release()
-            raise _wrapped(exc) from exc
+            raise wrapped(exc) from exc
         self.task = asyncio.create_task(self._drive())
 
     async def _open(self, fields: dict, params: SamplingParams) -> None:
         """prefilling: load, tokenize, prefill; then running or paused as asked (or stopping)."""
         if not model_registry.is_loaded():
-            await self.send({"type": "status", "state": "loading", "message": "Loading the model…"})
+            await self.send(LOADING)
         try:
             loaded = await run_on("loader", model_registry.get_model)
         except ModelNotAvailable as exc:
@@ -137,7 +111,7 @@ class VisitorRun:
         _live.add(self)
         self.control.set_computing(True)
         try:
-            await self.send(session_view(self.session))
+            await self.send(session_payload(self.session))
             await self.send(await run_on(self.device, self.session.prefill))
             await self.send(await run_on(self.device, checks.causal_mask, self.session))
             self.rows_before = await run_on(self.device, checks.embedding_rows, self.session)
@@ -222,7 +196,7 @@ class VisitorRun:
             self.session.stop()  # here, between steps: no step in flight can overwrite it
         self.control.finish()
         await self._flush()
-        await self.send(done_view(self.session))
+        await self.send(done_payload(self.session))
         weights_before = model_registry.initial_checksum()
         for check in await run_on(self.device, checks.after_run, self.session, self.rows_before, weights_before):
             await self.send(check)
@@ -270,8 +244,7 @@ class VisitorRun:
         self.control.check_fork()
         restart = self.task is None or self.task.done()
         if restart and not self.holds_slot and (refused := generating.refusal(address=self.address)) is not None:
-            await self.send({"type": "busy", "reason": f"no free generation slot to continue the fork: {refused}",
-                             "retry_after_s": 5})
+            await self.send(busy_payload(f"no free generation slot to continue the fork: {refused}", 5))
             return
         self.control.fork()  # paused from here: the driver starts no new step
         self.holds_slot = True
@@ -291,49 +264,6 @@ class VisitorRun:
         """The client has read `received` server messages on this socket; no reply (docs/protocol.md)."""
         self.window.ack(integer(message, "received", 0, MAX_ACK))
         self.control.wake()  # a held run looks at the window again
-
-    async def _busy(self, device: str | None = None) -> bool:
-        """Refuse a request for a payload with `busy` while the client is behind on reading, or (given a
-        device) while more than EXPLAINER_MAX_DEVICE_QUEUE model calls wait for it: nothing is queued."""
-        if self.window.full:
-            reason = READER_PAUSED["message"]
-        elif device is not None and (waiting := queue_depth(device)) > settings.EXPLAINER_MAX_DEVICE_QUEUE:
-            reason = f"{waiting} model calls are waiting for the device"
-        else:
-            return False
-        await self.send({"type": "busy", "reason": reason, "retry_after_s": 1})
-        return True
-
-    async def detail(self, message: dict) -> None:
-        session = self._require_session()
-        what = choice(message, "what", DETAIL_WHATS)
-        args = {k: integer(message, k, 0, required=False) for k in ("step", "layer", "head", "position")}
-        if await self._busy(self.device):
-            return
-        await self.send(await run_on(self.device, lambda: detail(session, what, **args)))
-
-    async def retemper(self, message: dict) -> None:
-        session = self._require_session()
-        step = integer(message, "step", 1, session.step_index)
-        changes = {k: number(message, k) for k in ("temperature", "top_p", "min_p")}
-        changes["top_k"] = integer(message, "top_k", 0, required=False)
-        if await self._busy(self.device):
-            return
-        await self.send(await run_on(self.device, lambda: retemper(session, step, **changes)))
-
-    async def measure(self, message: dict) -> None:
-        """A serving-view measurement on this server's model (the visitor's prompt when there is a run)."""
-        what = choice(message, "what", MEASURES)
-        if not model_registry.is_loaded():
-            await self.send({"type": "status", "state": "loading", "message": "Loading the model…"})
-        device = self.device if self.session else (await run_on("loader", model_registry.get_model)).description.device
-        if await self._busy(device):
-            return
-        try:
-            reply = await measurements.serve(what, message, self.session, device, self.address)
-        except measurements.MeasureBusy as busy:
-            reply = {"type": "busy", "reason": str(busy), "retry_after_s": busy.retry_after_s}
-        await self.send(reply)
 
     async def end(self) -> None:
         """Cancel the driver and free the session's memory (on a new start or a disconnect): nothing more is sent."""
@@ -357,10 +287,4 @@ class VisitorRun:
             await run_on(self.device, session.close)
 
 
-
-def _wrapped(exc: Exception) -> ProtocolError:
-    """The same error fields as as_error, raised as a ProtocolError; model failures are logged."""
-    error = as_error(exc)
-    if error["code"] == "model_error":
-        log.exception("start failed")
-    return ProtocolError(error["code"], error["message"], error["field"])
+__all__ = ["VisitorRun", "as_error", "refusal", "live_sessions", "READER_PAUSED", "MAX_ACK", "ENGINE_ERRORS", "OUT_OF_MEMORY"]

@@ -86,9 +86,9 @@ def test_a_row_is_the_sessions_own_attention_over_its_own_cache(stories):
     lengths = [s.cache.get_seq_length() for s in sessions]
     forwards = batched_decode(sessions)
     for s, f, length in zip(sessions, forwards, lengths):
-        assert f["last_attn"].shape[-1] == length + 1  # its own keys, no padding
-        assert torch.allclose(f["last_attn"].sum(-1), torch.ones(()), atol=1e-5)  # each head's row sums to 1
-        assert s.cache.get_seq_length() == length + 1 and f["batch_size"] == 3
+        assert f.last_attn.shape[-1] == length + 1  # its own keys, no padding
+        assert torch.allclose(f.last_attn.sum(-1), torch.ones(()), atol=1e-5)  # each head's row sums to 1
+        assert s.cache.get_seq_length() == length + 1 and f.batch_size == 3
 
 
 async def test_the_scheduler_batches_sessions_that_ask_together(stories):
