@@ -187,6 +187,9 @@ EXPLAINER_MEASURE_INTERVAL_S = float(os.environ.get("EXPLAINER_MEASURE_INTERVAL_
 # tick waits this long for sessions about to ask (their previous step just went out) before it runs.
 EXPLAINER_MAX_BATCH = int(os.environ.get("EXPLAINER_MAX_BATCH", "32"))
 EXPLAINER_BATCH_WAIT_MS = float(os.environ.get("EXPLAINER_BATCH_WAIT_MS", "2"))
+# A new visitor's prompt is prefilled in chunks of this many tokens, each its own call on the device's
+# thread, so a long prompt never stalls the others' decode for more than one chunk (0: one pass).
+EXPLAINER_PREFILL_CHUNK = int(os.environ.get("EXPLAINER_PREFILL_CHUNK", "64"))
 
 # Workshop mode (/host/): the host page's password; empty = workshop mode is off.
 EXPLAINER_HOST_PASSWORD = os.environ.get("EXPLAINER_HOST_PASSWORD", "")

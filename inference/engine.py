@@ -17,7 +17,7 @@ from transformers.cache_utils import DynamicLayer
 
 from . import payload_builder
 from .capture import lens_layers, residual_stream
-from .forward import ForwardRow, aligned_attentions, last_rows, synchronize
+from .forward import ForwardRow, aligned_attentions, joined_parts, last_rows, plain_cache, synchronize
 from .kept import KeptSteps
 from .kvstats import cache_stats
 from .loading import LoadedModel
@@ -39,7 +39,7 @@ class SessionError(RuntimeError):
 
 class GenerationSession:
     def __init__(self, loaded: LoadedModel, prompt: Prompt, params: SamplingParams,
-                 lens: str = "auto", keep_budget_bytes: int | None = None):
+                 lens: str = "auto", keep_budget_bytes: int | None = None, prefill_chunk: int | None = None):
         self.loaded, self.model, self.tokenizer = loaded, loaded.model, loaded.tokenizer
         self.adapter, self.description = loaded.adapter, loaded.description
         self.prompt, self.params = prompt, params
@@ -52,6 +52,7 @@ class GenerationSession:
         if not self.adapter.lens_ok:
             self.lens_layers = [d.layers - 1]  # read from the model's own logits
         self.kept = KeptSteps(keep_budget_bytes) if keep_budget_bytes else KeptSteps()
+        self.prefill_chunk = prefill_chunk  # tokens per prefill_part(); None: the prompt in one pass
         self.eos_ids = eos_token_ids(loaded)
         self.special_ids = set(self.tokenizer.all_special_ids)
         self._reset()
@@ -64,6 +65,8 @@ class GenerationSession:
         self.finished: str | None = None
         self.emitted_text = ""
         self.started = self.first_token_at = None
+        self.parts: list[ForwardRow] = []  # the prompt's chunks fed so far (prefill_part)
+        self.fed = 0  # prompt positions in the cache
         self.held_at: float | None = None  # paused since (hold/unhold): left out of the timing figures
         self.kept.clear()
 
@@ -99,14 +102,33 @@ class GenerationSession:
     def prefill(self) -> dict:
         if self.pending is not None or self.step_index:
             raise SessionError("prefill already ran")
-        self.started = time.perf_counter()
-        row = self._forward(self.ids)
+        self.started = self.started or time.perf_counter()
+        while self.prefill_part():
+            pass
+        row = self._forward(self.ids[self.fed:])
+        if self.parts:
+            row = joined_parts(self.parts + [row], len(self.ids))
+        self.parts, self.fed = [], len(self.ids)
         attention_bytes = sum(a.numel() for a in row.attentions) * 2
         full_attention = torch.stack(row.attentions).half() if 0 < attention_bytes <= self.kept.budget // 2 else None
         self.kept.put(0, attn=full_attention, hidden=row.hidden.half(), logits=row.logits)
         payload = payload_builder.prefill_payload(self, row)
         self.pending = row.last_position("prefill")
         return payload
+
+    def prefill_part(self) -> bool:
+        """Feed the prompt's next chunk into the cache; False once only the last chunk is left (prefill()
+        runs it). A long prompt fed in parts lets other visitors' decode ticks run between the parts."""
+        chunk, left = self.prefill_chunk, len(self.ids) - self.fed
+        if not chunk or self.pending is not None or not self.adapter.has_cache or left <= chunk:
+            return False
+        self.started = self.started or time.perf_counter()
+        self.parts.append(self._forward(self.ids[self.fed:self.fed + chunk]))
+        self.fed += chunk
+        if not plain_cache(self.cache):  # sliding-window or recurrent layers: the prompt in one pass instead
+            self.cache, self.parts, self.fed, self.prefill_chunk = None, [], 0, None
+            return False
+        return len(self.ids) - self.fed > chunk
 
     def step(self, forced_token: int | None = None, forward: ForwardRow | None = None) -> dict:
         """One decode step: forward the last token (except step 1), sample, append, detokenize.

@@ -8,6 +8,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 
 import torch
+from torch.nn.functional import pad
+from transformers.cache_utils import DynamicLayer
 
 from .discovery import is_attention
 
@@ -32,6 +34,21 @@ class ForwardRow:
     def last_hidden(self) -> torch.Tensor:
         """(layers + 1, hidden): the residual stream at the last position."""
         return self.hidden[:, -1]
+
+
+def plain_cache(cache) -> bool:
+    """Only DynamicLayer caches: positions append, nothing slides or recurs (chunks and batches are exact)."""
+    return cache is not None and all(type(layer) is DynamicLayer for layer in cache.layers)
+
+
+def joined_parts(parts: list[ForwardRow], keys: int) -> ForwardRow:
+    """A prompt fed in chunks as one prefill row: each chunk's attention rows padded on the right to all
+    `keys` (a query never sees later keys: those weights are exactly 0), hidden states concatenated."""
+    last = parts[-1]
+    attentions = [torch.cat([pad(p.attentions[n], (0, keys - p.attentions[n].shape[-1])) for p in parts], dim=1)
+                  for n in range(len(last.attentions))]  # layers x (heads, P, P)
+    return replace(last, attentions=attentions, hidden=torch.cat([p.hidden for p in parts], dim=1),
+                   forward_ms=sum(p.forward_ms for p in parts))
 
 
 def aligned_attentions(returned, new: int, seen: int, layers: int) -> list[torch.Tensor]:

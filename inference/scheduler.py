@@ -19,17 +19,14 @@ from functools import partial
 
 import torch
 from transformers import DynamicCache
-from transformers.cache_utils import DynamicLayer
 
 from .capture import residual_stream
-from .forward import ForwardRow, aligned_attentions, last_rows, synchronize
+from .forward import ForwardRow, aligned_attentions, last_rows, plain_cache, synchronize
 
 
 def can_batch(session) -> bool:
     """A decode step (not step 1, which samples from the prefill) on a plain dynamic cache."""
-    cache = session.cache
-    return (session.adapter.has_cache and session.step_index > 0 and not session.finished and cache is not None
-            and all(type(layer) is DynamicLayer for layer in cache.layers))
+    return session.adapter.has_cache and session.step_index > 0 and not session.finished and plain_cache(session.cache)
 
 
 def stacked_cache(sessions, lengths: list[int], longest: int) -> DynamicCache:

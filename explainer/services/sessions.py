@@ -107,11 +107,13 @@ class VisitorRun(OnDemandAnswers):
         if len(prompt.ids) > settings.EXPLAINER_MAX_PROMPT_TOKENS:
             raise ProtocolError("out_of_range", f"the prompt has {len(prompt.ids)} tokens; the limit is "
                                 f"{settings.EXPLAINER_MAX_PROMPT_TOKENS}", "messages")
-        self.session = GenerationSession(loaded, prompt, params)
+        self.session = GenerationSession(loaded, prompt, params, prefill_chunk=settings.EXPLAINER_PREFILL_CHUNK or None)
         _live.add(self)
         self.control.set_computing(True)
         try:
             await self.send(session_payload(self.session))
+            while await run_on(self.device, self.session.prefill_part):
+                pass  # a long prompt in chunks, each its own device call: decode ticks run between them
             await self.send(await run_on(self.device, self.session.prefill))
             await self.send(await run_on(self.device, checks.causal_mask, self.session))
             self.rows_before = await run_on(self.device, checks.embedding_rows, self.session)

@@ -101,3 +101,37 @@ async def test_the_scheduler_batches_sessions_that_ask_together(stories):
     payloads = await asyncio.gather(*(scheduler.step(s) for s in sessions))
     assert sorted(p["batch_size"] for p in payloads) == [1, 2, 2]  # max_batch 2: the third in the next tick
     assert (scheduler.ticks, scheduler.stepped) == (2, 3)
+
+
+LONG = [1] + list(range(300, 337))  # 38 tokens: chunks of 8 are 4 parts and a last chunk of 6
+
+
+@pytest.mark.parametrize("model", ["stories", "bundled"])
+def test_a_prompt_prefilled_in_chunks_gives_the_same_prefill_and_steps_as_one_pass(model, request):
+    loaded = request.getfixturevalue(model)
+    whole = session(loaded, LONG, temperature=0.0)
+    chunked = GenerationSession(loaded, whole.prompt, whole.params, prefill_chunk=8)
+    parts = 0
+    while chunked.prefill_part():
+        parts += 1
+        assert chunked.cache.get_seq_length() == 8 * parts and chunked.pending is None
+    assert parts == 3 and chunked.fed == 32  # the 4th call feeds a chunk and leaves 6: prefill() runs the last
+    mine, alone = chunked.prefill(), whole.prefill()
+    assert mine["attention"]["mode"] == alone["attention"]["mode"]
+    close(mine, alone, "prefill")
+    full, full_alone = chunked.kept.get(0, "attn"), whole.kept.get(0, "attn")  # (layers, heads, P, P): every matrix
+    assert full.shape[-2:] == (len(LONG),) * 2 and chunked.cache.get_seq_length() == len(LONG)
+    torch.testing.assert_close(full.float(), full_alone.float(), rtol=1e-2, atol=1e-3)
+    while not whole.finished:
+        close(chunked.step(), whole.step(), f"step {whole.step_index}")
+    assert chunked.finished == whole.finished and chunked.generated == whole.generated
+
+
+def test_prefill_alone_runs_every_chunk_and_a_short_prompt_is_one_pass(stories):
+    chunked = session(stories, LONG, temperature=0.0)
+    chunked.prefill_chunk = 8
+    payload = chunked.prefill()  # the CLI and the tests call prefill() only: it feeds the chunks itself
+    assert payload["mask"]["size"] == len(LONG) and chunked.fed == len(LONG) and not chunked.parts
+    short = session(stories, PROMPTS[0], temperature=0.0)
+    short.prefill_chunk = 8
+    assert short.prefill_part() is False and short.cache is None  # nothing to split: prefill() does it in one pass
