@@ -17,7 +17,7 @@ from transformers.cache_utils import DynamicLayer
 
 from . import payload_builder
 from .capture import lens_layers, residual_stream
-from .forward import ForwardRow, aligned_attentions, joined_parts, last_rows, plain_cache, synchronize
+from .forward import ForwardRow, aligned_attentions, joined_parts, last_rows, one_thread, plain_cache, synchronize
 from .kept import KeptSteps
 from .kvstats import cache_stats
 from .loading import LoadedModel
@@ -109,6 +109,11 @@ class GenerationSession:
         if self.parts:
             row = joined_parts(self.parts + [row], len(self.ids))
         self.parts, self.fed = [], len(self.ids)
+        with one_thread():
+            return self._captured_prefill(row)
+
+    def _captured_prefill(self, row: ForwardRow) -> dict:
+        """Keep the prefill's tensors (detail on demand) and build its payload; step 1 samples from its end."""
         attention_bytes = sum(a.numel() for a in row.attentions) * 2
         full_attention = torch.stack(row.attentions).half() if 0 < attention_bytes <= self.kept.budget // 2 else None
         self.kept.put(0, attn=full_attention, hidden=row.hidden.half(), logits=row.logits)
@@ -141,7 +146,11 @@ class GenerationSession:
         if self.step_index > 0:
             self.pending = (forward or self._forward([self.ids[-1]])).last_position("decode")
         self.step_index += 1
-        row = self.pending
+        with one_thread():
+            return self._sampled_step(self.pending, forced_token)
+
+    def _sampled_step(self, row: ForwardRow, forced_token: int | None) -> dict:
+        """Sample from `row`, append the token, keep the step's tensors, build its payload."""
         t0 = time.perf_counter()
         draw = sample_token(torch.tensor([self.ids]), row.logits, self.params, self.prompt_length, self.step_index,
                             forced=forced_token)

@@ -5,6 +5,7 @@ hand back one ForwardRow per session; the payload builder (inference/payload_bui
 """
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass, field, replace
 
 import torch
@@ -62,6 +63,19 @@ def aligned_attentions(returned, new: int, seen: int, layers: int) -> list[torch
 def last_rows(attentions: list[torch.Tensor], new: int) -> torch.Tensor:
     """(layers, heads, keys): the last position's row of every layer (empty for models without attention)."""
     return torch.stack([a[:, -1] for a in attentions]) if attentions else torch.zeros(0, 0, new)
+
+
+@contextlib.contextmanager
+def one_thread():
+    """For per-row work after a forward pass (sampling, top-k and softmax over the vocabulary, summaries):
+    many small ops, each of which, split over cores, waits for the slowest one (on a busy machine, a whole
+    time slice: ~10x slower measured on the shared 2-core box). The forward passes keep every thread."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(threads)
 
 
 def synchronize(device: torch.device) -> None:

@@ -21,7 +21,7 @@ import torch
 from transformers import DynamicCache
 
 from .capture import residual_stream
-from .forward import ForwardRow, aligned_attentions, last_rows, plain_cache, synchronize
+from .forward import ForwardRow, aligned_attentions, last_rows, one_thread, plain_cache, synchronize
 
 
 def can_batch(session) -> bool:
@@ -29,24 +29,31 @@ def can_batch(session) -> bool:
     return session.adapter.has_cache and session.step_index > 0 and not session.finished and plain_cache(session.cache)
 
 
+def cache_holding(pairs) -> DynamicCache:
+    """A DynamicCache of plain layers holding these (keys, values) as they are (its constructor copies them)."""
+    pairs = list(pairs)
+    cache = DynamicCache(ddp_cache_data=[(None, None)] * len(pairs))  # empty DynamicLayers
+    for layer, (keys, values) in zip(cache.layers, pairs):
+        layer.lazy_initialization(keys, values)
+        layer.keys, layer.values = keys, values
+    return cache
+
+
 def stacked_cache(sessions, lengths: list[int], longest: int) -> DynamicCache:
     """Every session's cache, left-padded with zeros to the longest: (batch, kv_heads, longest, head_dim) per layer."""
-    def padded(tensors, i):
-        t = tensors[i]
-        return torch.nn.functional.pad(t, (0, 0, longest - lengths[i], 0))
-    layers = []
-    for n in range(len(sessions[0].cache.layers)):
-        keys = [s.cache.layers[n].keys for s in sessions]
-        values = [s.cache.layers[n].values for s in sessions]
-        layers.append((torch.cat([padded(keys, i) for i in range(len(sessions))]),
-                       torch.cat([padded(values, i) for i in range(len(sessions))])))
-    return DynamicCache(ddp_cache_data=layers)
+    def stacked(tensors):
+        out = tensors[0].new_zeros(len(tensors), tensors[0].shape[1], longest, tensors[0].shape[3])
+        for i, t in enumerate(tensors):
+            out[i, :, longest - lengths[i]:] = t[0]
+        return out
+    return cache_holding((stacked([s.cache.layers[n].keys for s in sessions]), stacked([s.cache.layers[n].values for s in sessions]))
+                         for n in range(len(sessions[0].cache.layers)))
 
 
 def own_cache(batched: DynamicCache, row: int, pad: int) -> DynamicCache:
-    """Row `row` of the batch's updated cache, without its left padding."""
-    return DynamicCache(ddp_cache_data=[(layer.keys[row:row + 1, :, pad:].clone(), layer.values[row:row + 1, :, pad:].clone())
-                                        for layer in batched.layers])
+    """Row `row` of the batch's updated cache, without its left padding (a copy: the batch's tensors go)."""
+    return cache_holding((layer.keys[row:row + 1, :, pad:].clone(), layer.values[row:row + 1, :, pad:].clone())
+                         for layer in batched.layers)
 
 
 @torch.no_grad()
@@ -60,13 +67,21 @@ def batched_decode(sessions) -> list[ForwardRow]:
         mask[i, longest - length:] = 1
     input_ids = torch.tensor([[s.ids[-1]] for s in sessions], device=model.device)  # (batch, 1)
     positions = torch.tensor([[length] for length in lengths], device=model.device)  # each its own position
-    cache = stacked_cache(sessions, lengths, longest)
+    with one_thread():  # small per-row copies
+        cache = stacked_cache(sessions, lengths, longest)
     with residual_stream(model, adapter) as residuals:
         t0 = time.perf_counter()
         out = model(input_ids=input_ids, attention_mask=mask, position_ids=positions, cache=cache, use_cache=True,
                     output_attentions=True, logits_to_keep=1)
         synchronize(model.device)
         t1 = time.perf_counter()
+    with one_thread():  # small per-row copies
+        return own_rows(sessions, out, residuals, lengths, (t1 - t0) * 1e3, t1)
+
+
+def own_rows(sessions, out, residuals, lengths: list[int], forward_ms: float, ended_at: float) -> list[ForwardRow]:
+    """Each session's row of the batched pass, and its own cache back (without the left padding)."""
+    longest, batch = max(lengths), len(sessions)
     rows, caches = [], []
     for i, session in enumerate(sessions):
         pad = longest - lengths[i]
@@ -74,7 +89,7 @@ def batched_decode(sessions) -> list[ForwardRow]:
         returned = [a[i:i + 1, :, :, pad:] for a in (getattr(out, "attentions", None) or ())]
         attentions = aligned_attentions(returned, 1, len(session.ids), session.description.layers)
         rows.append(ForwardRow(logits=out.logits[i, -1].float(), hidden=torch.stack([r[i] for r in residuals]),
-                               last_attn=last_rows(attentions, 1), forward_ms=(t1 - t0) * 1e3, ended_at=t1,
+                               last_attn=last_rows(attentions, 1), forward_ms=forward_ms, ended_at=ended_at,
                                attentions=attentions, batch_size=batch))
     for session, own in zip(sessions, caches):  # only once every row is out: a failure above changes no session
         session.cache = own
