@@ -27,11 +27,34 @@ def causal_mask_check(loaded, ids: list[int], change_at: int, replacement: int) 
 @torch.no_grad()
 def weights_checksum(model) -> dict:
     """A cheap fingerprint of every parameter: (sum, sum of absolute values) in float64."""
+    return checksum_of(parameter_sums(list(model.parameters())), sum(p.numel() for p in model.parameters()))
+
+
+@torch.no_grad()
+def parameter_sums(parameters) -> list[tuple[float, float]]:
+    """(sum, sum of absolute values) in float64 of each parameter, in order."""
+    return [(float(p.double().sum()), float(p.double().abs().sum())) for p in parameters]
+
+
+def checksum_of(sums: list[tuple[float, float]], count: int) -> dict:
+    """weights_checksum from parameter_sums, added in the same order (so slices give the same bits)."""
     total = absolute = 0.0
+    for s, a in sums:
+        total += s
+        absolute += a
+    return {"sum": total, "abs_sum": absolute, "parameters": count}
+
+
+def parameter_slices(model, max_elements: int) -> list[list]:
+    """The model's parameters in order, in groups of about max_elements (one group per device call)."""
+    groups, size = [[]], 0
     for p in model.parameters():
-        total += float(p.double().sum())
-        absolute += float(p.double().abs().sum())
-    return {"sum": total, "abs_sum": absolute, "parameters": sum(p.numel() for p in model.parameters())}
+        if groups[-1] and size + p.numel() > max_elements:
+            groups.append([])
+            size = 0
+        groups[-1].append(p)
+        size += p.numel()
+    return groups
 
 
 def causal_position(prompt_ids: list[int], special_ids: set[int], decode) -> int | None:

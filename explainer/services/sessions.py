@@ -200,7 +200,8 @@ class VisitorRun(OnDemandAnswers):
         await self._flush()
         await self.send(done_payload(self.session))
         weights_before = model_registry.initial_checksum()
-        for check in await run_on(self.device, checks.after_run, self.session, self.rows_before, weights_before):
+        weights_after = await checks.weights_after_run(self.device, self.session.model)
+        for check in await run_on(self.device, checks.after_run, self.session, self.rows_before, weights_before, weights_after):
             await self.send(check)
         await self._release()  # free before the run's last word: a client may start again at once
         await self.send(self.control.finished_status(self.session.finished))

@@ -102,3 +102,17 @@ async def test_a_decoding_visitor_is_not_starved_by_long_prefills_or_a_measureme
     assert sum(n for kind, n in log.entries if kind == "prefill") == JOINERS * len(LONG_PROMPT)
     assert executor.between_slices >= STEPS  # every visitor tick ran between the measurement's forward passes
     assert measured and measured[-1] >= STEPS - 1  # ...and the measurement went on between them
+
+
+async def test_runs_finishing_together_share_one_weights_checksum_taken_in_slices(loaded, monkeypatch):
+    from explainer.services import checks as service_checks
+    from inference import checks
+    expected, calls, real = checks.weights_checksum(loaded.model), [], checks.parameter_sums
+    monkeypatch.setattr(checks, "parameter_sums", lambda group: (calls.append(len(group)), real(group))[1])
+    monkeypatch.setattr(service_checks, "SLICE_ELEMENTS", 20_000)  # the 260K-parameter model in several slices
+    crowd = await asyncio.gather(*(service_checks.weights_after_run("cpu", loaded.model) for _ in range(5)))
+    assert all(c == expected for c in crowd)  # the same bits as one pass
+    slices = len(checks.parameter_slices(loaded.model, 20_000))
+    assert slices > 1 and len(calls) == slices and sum(calls) == len(list(loaded.model.parameters()))
+    later = await service_checks.weights_after_run("cpu", loaded.model)  # after that one began: a fresh one
+    assert later == crowd[0] and len(calls) == 2 * slices
