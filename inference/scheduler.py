@@ -124,6 +124,7 @@ class StepScheduler:
         self.waiting: list[tuple[object, asyncio.Future]] = []
         self.ticker: asyncio.Task | None = None
         self.ticks = self.stepped = 0  # figures: mean batch size = stepped / ticks
+        self.returning: set[int] = set()  # sessions of the last tick that did not finish: they will ask again
 
     async def step(self, session) -> dict:
         """This session's next step payload, computed in the next tick."""
@@ -135,7 +136,7 @@ class StepScheduler:
 
     async def _ticks(self) -> None:
         while self.waiting:
-            if len(self.waiting) < self.max_batch and self.max_wait_s:
+            if len(self.waiting) < self.max_batch and self.max_wait_s and self.returning - {id(s) for s, _ in self.waiting}:
                 await asyncio.sleep(self.max_wait_s)  # the sessions whose step just went out ask again now
             batch = [(s, f) for s, f in self.waiting[:self.max_batch] if not f.done()]
             del self.waiting[:self.max_batch]
@@ -151,6 +152,7 @@ class StepScheduler:
                 results = [exc] * len(batch)
             finally:
                 self.ticks, self.stepped = self.ticks + 1, self.stepped + len(batch)
+            self.returning = {id(s) for (s, _), r in zip(batch, results) if isinstance(r, dict) and not r.get("stop_reason")}
             for (_, future), result in zip(batch, results):
                 if future.done():
                     continue

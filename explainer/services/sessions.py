@@ -13,7 +13,7 @@ from explainer.services.capacity import generating
 from explainer.services.executors import run_on, scheduler_for
 from explainer.services.requests import LOADING, READER_PAUSED, OnDemandAnswers
 from explainer.services.run_errors import ENGINE_ERRORS, OUT_OF_MEMORY, as_error, refusal, wrapped
-from explainer.services.run_state import HELD, PAUSED, RUNNING, STOPPING, RunControl, status
+from explainer.services.run_state import FINISHED, HELD, PAUSED, RUNNING, STOPPING, RunControl, status
 from inference.engine import GenerationSession
 from inference.frames import split_message
 from inference.loading import ModelNotAvailable
@@ -245,6 +245,8 @@ class VisitorRun(OnDemandAnswers):
         if await self._busy():
             return
         self.control.check_fork()
+        if self.control.state == FINISHED and self.task is not None and not self.task.done():
+            await asyncio.wait({self.task})  # the driver's tail (checks, `finished`) goes out first; then it restarts
         restart = self.task is None or self.task.done()
         if restart and not self.holds_slot and (refused := generating.refusal(address=self.address)) is not None:
             await self.send(busy_payload(f"no free generation slot to continue the fork: {refused}", 5))
