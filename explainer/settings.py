@@ -4,6 +4,9 @@ import warnings
 from pathlib import Path
 
 BASE_DIR = Path(__file__).resolve().parent.parent
+# OpenMP threads sleep at barriers instead of spinning (see inference/__init__.py); set here too, since the
+# settings load before anything imports torch in every Django entry point (Daphne, manage.py, workers).
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 # The default key is only for local development; deployments set DJANGO_SECRET_KEY.
 SECRET_KEY = os.environ.get("DJANGO_SECRET_KEY", "dev-only-insecure-key-change-me")
