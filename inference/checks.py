@@ -5,10 +5,13 @@ import torch
 
 
 @torch.no_grad()
-def causal_mask_check(loaded, ids: list[int], change_at: int, replacement: int) -> dict:
-    """Change the token at ``change_at`` and measure how much every position's final hidden state moved.
+def causal_mask_check(loaded, ids: list[int], change_at: int, replacement: int,
+                      prefill_hidden: torch.Tensor | None = None) -> dict:
+    """Change the token at ``change_at`` and measure how much every position's residual stream moved.
 
     With a causal mask, positions before ``change_at`` cannot see it: their change is exactly 0.
+    ``prefill_hidden``: the run's own prefill residuals (layers + 1, seq, hidden), float32, from one pass
+    over ``ids``; the changed prompt then goes through the same pass (prefill_pass), so only one forward runs.
     """
     if not 0 < change_at < len(ids):
         raise ValueError(f"change_at must be in [1, {len(ids) - 1}], got {change_at}")
@@ -16,12 +19,22 @@ def causal_mask_check(loaded, ids: list[int], change_at: int, replacement: int) 
     changed[change_at] = replacement
     # Two separate passes of the same shape, not one batch: a batch row may take a different summation
     # order in the matmuls and differ in the last bit, which is not what this check is about.
-    runs = [loaded.model(input_ids=torch.tensor([seq], device=loaded.model.device), output_hidden_states=True).hidden_states
-            for seq in (ids, changed)]  # 2 x (layers + 1) x (1, seq, hidden)
-    moved = torch.stack([(a[0] - b[0]).abs().amax(dim=-1) for a, b in zip(*runs)]).amax(dim=0)  # (seq,)
+    original = prefill_hidden if prefill_hidden is not None else prefill_pass(loaded, ids)
+    runs = [original, prefill_pass(loaded, changed)]  # 2 x (layers + 1, seq, hidden): the residual stream
+    moved = (runs[0] - runs[1]).abs().amax(dim=-1).amax(dim=0)  # (seq,)
     return {"change_at": change_at, "original": ids[change_at], "replacement": replacement,
             "max_abs_change": [float(x) for x in moved.tolist()],
             "earlier_unchanged": bool((moved[:change_at] == 0).all())}
+
+
+@torch.no_grad()
+def prefill_pass(loaded, ids: list[int]) -> torch.Tensor:
+    """(layers + 1, seq, hidden): the residual stream of the same forward a session's prefill runs (engine._forward)."""
+    from .capture import residual_stream
+    with residual_stream(loaded.model, loaded.adapter) as residuals:
+        loaded.model(input_ids=torch.tensor([ids], device=loaded.model.device), use_cache=loaded.adapter.has_cache,
+                     output_attentions=True, logits_to_keep=1)
+    return torch.stack([r[0] for r in residuals])
 
 
 @torch.no_grad()

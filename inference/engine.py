@@ -66,6 +66,7 @@ class GenerationSession:
         self.emitted_text = ""
         self.started = self.first_token_at = None
         self.parts: list[ForwardRow] = []  # the prompt's chunks fed so far (prefill_part)
+        self.prefill_hidden: torch.Tensor | None = None  # until the causal-mask check takes it
         self.fed = 0  # prompt positions in the cache
         self.held_at: float | None = None  # paused since (hold/unhold): left out of the timing figures
         self.kept.clear()
@@ -108,6 +109,8 @@ class GenerationSession:
         row = self._forward(self.ids[self.fed:])
         if self.parts:
             row = joined_parts(self.parts + [row], len(self.ids))
+        # One pass over the whole prompt: the causal-mask check compares the changed prompt with it (float32)
+        self.prefill_hidden = None if self.parts or not self.adapter.has_cache else row.hidden
         self.parts, self.fed = [], len(self.ids)
         with one_thread():
             return self._captured_prefill(row)
@@ -256,7 +259,7 @@ class GenerationSession:
 
     def close(self) -> None:
         """Free the cache and kept tensors (the session's only large state)."""
-        self.cache, self.pending = None, None
+        self.cache, self.pending, self.prefill_hidden = None, None, None
         self.kept.clear()
         self.finished = self.finished or "stopped"
 

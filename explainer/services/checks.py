@@ -16,7 +16,8 @@ def causal_mask(session) -> dict:
     if position is None:
         return check_message("causal_mask", True, {"change_at": None, "reason": "the prompt has no later token to change"})
     replacement = checks.replacement_token(ids[position], session.description.vocab_size, session.special_ids, tok.decode)
-    result = checks.causal_mask_check(session.loaded, ids, position, replacement)
+    own, session.prefill_hidden = session.prefill_hidden, None  # the run's own prefill, then freed
+    result = checks.causal_mask_check(session.loaded, ids, position, replacement, own)
     result["original"] = {"id": ids[position], "text": piece(tok, ids[position])}
     result["replacement"] = {"id": replacement, "text": piece(tok, replacement)}
     return check_message("causal_mask", result["earlier_unchanged"], result)
