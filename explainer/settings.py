@@ -187,9 +187,10 @@ EXPLAINER_IDLE_RUN_S = float(os.environ.get("EXPLAINER_IDLE_RUN_S", "120"))
 # this many seconds (the cached result, per server and model, is served in between).
 EXPLAINER_MEASURE_INTERVAL_S = float(os.environ.get("EXPLAINER_MEASURE_INTERVAL_S", "30"))
 # Batched decoding (inference/scheduler.py): at most this many sessions' steps share one forward pass, and a
-# tick waits this long for sessions about to ask (their previous step just went out) before it runs.
+# tick waits at most this long for the sessions of the last tick that will ask again (their previous step is
+# still going out): never when they all asked, so a lone visitor never waits.
 EXPLAINER_MAX_BATCH = int(os.environ.get("EXPLAINER_MAX_BATCH", "32"))
-EXPLAINER_BATCH_WAIT_MS = float(os.environ.get("EXPLAINER_BATCH_WAIT_MS", "2"))
+EXPLAINER_BATCH_WAIT_MS = float(os.environ.get("EXPLAINER_BATCH_WAIT_MS", "50"))
 # A new visitor's prompt is prefilled in chunks of this many tokens, each its own call on the device's
 # thread, so a long prompt never stalls the others' decode for more than one chunk (0: one pass).
 EXPLAINER_PREFILL_CHUNK = int(os.environ.get("EXPLAINER_PREFILL_CHUNK", "64"))

@@ -125,19 +125,32 @@ class StepScheduler:
         self.ticker: asyncio.Task | None = None
         self.ticks = self.stepped = 0  # figures: mean batch size = stepped / ticks
         self.returning: set[int] = set()  # sessions of the last tick that did not finish: they will ask again
+        self.asked = asyncio.Event()  # set whenever a session asks for a step
 
     async def step(self, session) -> dict:
         """This session's next step payload, computed in the next tick."""
         future = asyncio.get_running_loop().create_future()
         self.waiting.append((session, future))
+        self.asked.set()
         if self.ticker is None or self.ticker.done():
             self.ticker = asyncio.create_task(self._ticks())
         return await future
 
+    async def _gather(self) -> None:
+        """Wait, at most max_wait_s, until every session of the last tick that will ask again has asked (their
+        steps are still going out on the event loop): full ticks, so no visitor's step waits a tick behind."""
+        deadline = asyncio.get_running_loop().time() + self.max_wait_s
+        while len(self.waiting) < self.max_batch and self.returning - {id(s) for s, _ in self.waiting}:
+            self.asked.clear()
+            try:
+                async with asyncio.timeout_at(deadline):
+                    await self.asked.wait()
+            except TimeoutError:
+                return
+
     async def _ticks(self) -> None:
         while self.waiting:
-            if len(self.waiting) < self.max_batch and self.max_wait_s and self.returning - {id(s) for s, _ in self.waiting}:
-                await asyncio.sleep(self.max_wait_s)  # the sessions whose step just went out ask again now
+            await self._gather()
             batch = [(s, f) for s, f in self.waiting[:self.max_batch] if not f.done()]
             del self.waiting[:self.max_batch]
             if not batch:

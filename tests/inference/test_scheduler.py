@@ -135,3 +135,25 @@ def test_prefill_alone_runs_every_chunk_and_a_short_prompt_is_one_pass(stories):
     short = session(stories, PROMPTS[0], temperature=0.0)
     short.prefill_chunk = 8
     assert short.prefill_part() is False and short.cache is None  # nothing to split: prefill() does it in one pass
+
+
+async def test_a_tick_waits_for_the_sessions_of_the_last_tick_and_a_lone_session_never_waits(stories):
+    sessions = [session(stories, ids, temperature=0.0) for ids in PROMPTS]
+    for s in sessions:
+        s.prefill()
+        s.step()
+    loop = asyncio.get_running_loop()
+    scheduler = StepScheduler(lambda fn: loop.run_in_executor(None, fn), max_batch=8, max_wait_s=3600)
+
+    async def late(s, n):  # asks again after n other turns of the event loop: its last step still going out
+        for _ in range(n):
+            await asyncio.sleep(0)
+        return await scheduler.step(s)
+    first = await asyncio.gather(*(scheduler.step(s) for s in sessions))
+    again = await asyncio.gather(*(late(s, 50 * n) for n, s in enumerate(sessions)))
+    assert [p["batch_size"] for p in first + again] == [3] * 6 and scheduler.ticks == 2
+    alone = StepScheduler(scheduler.run, max_batch=8, max_wait_s=3600)
+    lone = session(stories, PROMPTS[0], temperature=0.0)
+    lone.prefill()
+    for _ in range(3):  # the last tick's only session has asked: nothing to wait for (an hour, else)
+        assert (await alone.step(lone))["batch_size"] == 1
