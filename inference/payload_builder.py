@@ -227,6 +227,12 @@ def status_payload(state: str, message: str = "", **extra) -> dict:
     return {"type": "status", "state": state, "message": message, **extra}
 
 
+def workshop_payload(following: bool, host_live: bool, pins: dict, limits: dict, broadcast: dict) -> dict:
+    """A follower page's view of the workshop: the toggle, the banner, the pinned parameters."""
+    return {"type": "workshop", "following": following, "host_live": host_live, "pins": pins, "limits": limits,
+            "broadcast": broadcast}
+
+
 def part_payload(of: str, index: int, count: int, pieces: list[dict]) -> dict:
     """One `part` of a message cut under the send cap (inference/frames.py cuts it)."""
     return {"type": "part", "schema_version": SCHEMA_VERSION, "of": of, "index": index, "count": count, "pieces": pieces}
