@@ -165,7 +165,7 @@ def step_payload(session, row: ForwardRow, draw: SampleResult, delta: str, force
         "text_delta": delta,
         "kv": session.kv(),
     }
-    step["timing"] = step_timing(session, row, sampling_ms, started)  # what follows is cheap: not captured
+    step["timing"] = step_timing(session, row, sampling_ms, started)  # the heads choice below (one packing) is left out
     step["stop_reason"] = session.finished
     if encoded_size(step) + packed_bytes(attn.numel()) + 64 <= STEP_FRAME_BYTES:  # 64: the packed dict's own keys
         step["attention"].update(mode="heads", heads=packed(attn))
