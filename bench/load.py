@@ -26,7 +26,8 @@ import websockets
 ROOT = Path(__file__).resolve().parents[1]
 ARTICLE_PROMPT = "The mole on my face may need a biopsy. Explain this simply."  # static/js/article.js
 MAX_VISITORS = 256  # bounded: a typo must not open thousands of sockets
-TARGETS = {"errors": 0, "tokens_per_s_vs_1": 0.8, "itl_p95_over_p50": 2.0}
+TARGETS = {"errors": 0, "tokens_per_s_vs_1": 3.0, "itl_p95_over_p50": 2.0}  # issue 14, at the largest batch
+MODEL_RATIO = {"smollm2-135m-instruct": 5.0}  # batching pays more on a larger model (goal 8x); others: 3x
 # static/js/client.js's ack policy: every `--ack-every` messages at most every 100 ms (far below the
 # server's rate limit, even at GPU speed), at once past 24 unacked (before the window of 32 fills).
 ACK_URGENT, ACK_MIN_S = 24, 0.1
@@ -169,7 +170,7 @@ def summarize(n: int, visitors: list[Visitor], last: float) -> dict:
             "stop_reasons": {str(s): stops.count(s) for s in sorted(set(stops), key=str)}}
 
 
-def add_ratios(runs: list[dict]) -> dict:
+def add_ratios(runs: list[dict], model: str = "bundled") -> dict:
     """Each run against the lone visitor of this invocation; the targets judged at the largest N."""
     lone = next((r for r in runs if r["visitors"] == 1), None)
     for r in runs:
@@ -177,10 +178,11 @@ def add_ratios(runs: list[dict]) -> dict:
         r["itl_p95_over_p50"] = r["itl_p95_ms"] / r["itl_p50_ms"] if r["itl_p50_ms"] else None
     top = max(runs, key=lambda r: r["visitors"])
     ratio, spread = top["tokens_per_s_vs_1"], top["itl_p95_over_p50"]
-    met = {"errors": top["errors"] == TARGETS["errors"],
-           "tokens_per_s_vs_1": ratio is not None and ratio >= TARGETS["tokens_per_s_vs_1"],
-           "itl_p95_over_p50": spread is not None and spread <= TARGETS["itl_p95_over_p50"]}
-    return {"at_visitors": top["visitors"], "wanted": TARGETS, "met": met}
+    wanted = {**TARGETS, "tokens_per_s_vs_1": MODEL_RATIO.get(model, TARGETS["tokens_per_s_vs_1"])}
+    met = {"errors": top["errors"] == wanted["errors"],
+           "tokens_per_s_vs_1": ratio is not None and ratio >= wanted["tokens_per_s_vs_1"],
+           "itl_p95_over_p50": spread is not None and spread <= wanted["itl_p95_over_p50"]}
+    return {"at_visitors": top["visitors"], "wanted": wanted, "met": met}
 
 
 # ---- the server ----------------------------------------------------------------------------------
@@ -253,7 +255,7 @@ def print_table(result: dict) -> None:
     if top["tokens_per_s_vs_1"] is None:
         verdict["tokens_per_s_vs_1"] = "not measured (no 1 in --visitors)"
     print(f"  errors == 0:              {verdict['errors']}")
-    print(f"  tokens/s >= 0.8x lone:    {verdict['tokens_per_s_vs_1']}")
+    print(f"  tokens/s >= {t['wanted']['tokens_per_s_vs_1']:g}x lone:    {verdict['tokens_per_s_vs_1']}")
     print(f"  itl p95/p50 <= 2:         {verdict['itl_p95_over_p50']}")
 
 
@@ -290,7 +292,7 @@ async def bench(url: str, args) -> dict:
     for r in runs:  # greedy: every visitor's tokens should equal the lone visitor's (same prompt)
         tokens = r.pop("_tokens")
         r["greedy_mismatches"] = None if lone is None else sum(t != lone for t in tokens)
-    return {"runs": runs, "targets": add_ratios(runs),
+    return {"runs": runs, "targets": add_ratios(runs, args.model),
             "params": {"max_new_tokens": args.max_new_tokens, "temperature": 0, "prompt": args.prompt,
                        "repeats": args.repeats,
                        "model": args.model, "ack_every": args.ack_every, "cpus": os.cpu_count(),

@@ -18,7 +18,8 @@ class ProtocolError(ValueError):
         self.code, self.message, self.field = code, message, field
 
     def as_message(self) -> dict:
-        return {"type": "error", "code": self.code, "message": self.message, "field": self.field}
+        from inference.payload_builder import error_payload  # built with every other message
+        return error_payload(self.code, self.message, self.field)
 
 
 def encode_frame(message: dict) -> str:

@@ -4,6 +4,9 @@ import warnings
 from pathlib import Path
 
 BASE_DIR = Path(__file__).resolve().parent.parent
+# OpenMP threads sleep at barriers instead of spinning (see inference/__init__.py); set here too, since the
+# settings load before anything imports torch in every Django entry point (Daphne, manage.py, workers).
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 # The default key is only for local development; deployments set DJANGO_SECRET_KEY.
 SECRET_KEY = os.environ.get("DJANGO_SECRET_KEY", "dev-only-insecure-key-change-me")
@@ -184,9 +187,13 @@ EXPLAINER_IDLE_RUN_S = float(os.environ.get("EXPLAINER_IDLE_RUN_S", "120"))
 # this many seconds (the cached result, per server and model, is served in between).
 EXPLAINER_MEASURE_INTERVAL_S = float(os.environ.get("EXPLAINER_MEASURE_INTERVAL_S", "30"))
 # Batched decoding (inference/scheduler.py): at most this many sessions' steps share one forward pass, and a
-# tick waits this long for sessions about to ask (their previous step just went out) before it runs.
+# tick waits at most this long for the sessions of the last tick that will ask again (their previous step is
+# still going out): never when they all asked, so a lone visitor never waits.
 EXPLAINER_MAX_BATCH = int(os.environ.get("EXPLAINER_MAX_BATCH", "32"))
-EXPLAINER_BATCH_WAIT_MS = float(os.environ.get("EXPLAINER_BATCH_WAIT_MS", "2"))
+EXPLAINER_BATCH_WAIT_MS = float(os.environ.get("EXPLAINER_BATCH_WAIT_MS", "50"))
+# A new visitor's prompt is prefilled in chunks of this many tokens, each its own call on the device's
+# thread, so a long prompt never stalls the others' decode for more than one chunk (0: one pass).
+EXPLAINER_PREFILL_CHUNK = int(os.environ.get("EXPLAINER_PREFILL_CHUNK", "64"))
 
 # Workshop mode (/host/): the host page's password; empty = workshop mode is off.
 EXPLAINER_HOST_PASSWORD = os.environ.get("EXPLAINER_HOST_PASSWORD", "")

@@ -22,7 +22,7 @@ def trace(args) -> int:
     from .loading import load_model
     from .prompting import build_prompt
     from .sampling import SamplingParams
-    from .views import done_view, session_view
+    from .payload_builder import done_payload, session_payload
 
     loaded = load_model(args.model, device=args.device)
     messages = json.loads(args.messages) if args.messages else None
@@ -34,11 +34,11 @@ def trace(args) -> int:
                                        "top_k": args.top_k, "top_p": args.top_p, "min_p": args.min_p,
                                        "repetition_penalty": args.repetition_penalty, "seed": args.seed})
     session = GenerationSession(loaded, prompt, params, lens=args.lens)
-    emit(session_view(session))
+    emit(session_payload(session))
     emit(session.prefill())
     while not session.finished:
         emit(session.step())
-    emit(done_view(session))
+    emit(done_payload(session))
     return 0
 
 
@@ -168,7 +168,8 @@ def main(argv=None) -> int:
         return args.func(args)
     except (ValueError, LookupError, RuntimeError, OSError) as exc:
         code = getattr(exc, "code", exc.__class__.__name__)
-        emit({"type": "error", "code": code, "message": str(exc), "field": getattr(exc, "field", None)})
+        from .payload_builder import error_payload
+        emit(error_payload(code, str(exc), getattr(exc, "field", None)))
         return 2
 
 

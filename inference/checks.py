@@ -5,10 +5,13 @@ import torch
 
 
 @torch.no_grad()
-def causal_mask_check(loaded, ids: list[int], change_at: int, replacement: int) -> dict:
-    """Change the token at ``change_at`` and measure how much every position's final hidden state moved.
+def causal_mask_check(loaded, ids: list[int], change_at: int, replacement: int,
+                      prefill_hidden: torch.Tensor | None = None) -> dict:
+    """Change the token at ``change_at`` and measure how much every position's residual stream moved.
 
     With a causal mask, positions before ``change_at`` cannot see it: their change is exactly 0.
+    ``prefill_hidden``: the run's own prefill residuals (layers + 1, seq, hidden), float32, from one pass
+    over ``ids``; the changed prompt then goes through the same pass (prefill_pass), so only one forward runs.
     """
     if not 0 < change_at < len(ids):
         raise ValueError(f"change_at must be in [1, {len(ids) - 1}], got {change_at}")
@@ -16,22 +19,55 @@ def causal_mask_check(loaded, ids: list[int], change_at: int, replacement: int) 
     changed[change_at] = replacement
     # Two separate passes of the same shape, not one batch: a batch row may take a different summation
     # order in the matmuls and differ in the last bit, which is not what this check is about.
-    runs = [loaded.model(input_ids=torch.tensor([seq], device=loaded.model.device), output_hidden_states=True).hidden_states
-            for seq in (ids, changed)]  # 2 x (layers + 1) x (1, seq, hidden)
-    moved = torch.stack([(a[0] - b[0]).abs().amax(dim=-1) for a, b in zip(*runs)]).amax(dim=0)  # (seq,)
+    original = prefill_hidden if prefill_hidden is not None else prefill_pass(loaded, ids)
+    runs = [original, prefill_pass(loaded, changed)]  # 2 x (layers + 1, seq, hidden): the residual stream
+    moved = (runs[0] - runs[1]).abs().amax(dim=-1).amax(dim=0)  # (seq,)
     return {"change_at": change_at, "original": ids[change_at], "replacement": replacement,
             "max_abs_change": [float(x) for x in moved.tolist()],
             "earlier_unchanged": bool((moved[:change_at] == 0).all())}
 
 
 @torch.no_grad()
+def prefill_pass(loaded, ids: list[int]) -> torch.Tensor:
+    """(layers + 1, seq, hidden): the residual stream of the same forward a session's prefill runs (engine._forward)."""
+    from .capture import residual_stream
+    with residual_stream(loaded.model, loaded.adapter) as residuals:
+        loaded.model(input_ids=torch.tensor([ids], device=loaded.model.device), use_cache=loaded.adapter.has_cache,
+                     output_attentions=True, logits_to_keep=1)
+    return torch.stack([r[0] for r in residuals])
+
+
+@torch.no_grad()
 def weights_checksum(model) -> dict:
     """A cheap fingerprint of every parameter: (sum, sum of absolute values) in float64."""
+    return checksum_of(parameter_sums(list(model.parameters())), sum(p.numel() for p in model.parameters()))
+
+
+@torch.no_grad()
+def parameter_sums(parameters) -> list[tuple[float, float]]:
+    """(sum, sum of absolute values) in float64 of each parameter, in order."""
+    return [(float(p.double().sum()), float(p.double().abs().sum())) for p in parameters]
+
+
+def checksum_of(sums: list[tuple[float, float]], count: int) -> dict:
+    """weights_checksum from parameter_sums, added in the same order (so slices give the same bits)."""
     total = absolute = 0.0
+    for s, a in sums:
+        total += s
+        absolute += a
+    return {"sum": total, "abs_sum": absolute, "parameters": count}
+
+
+def parameter_slices(model, max_elements: int) -> list[list]:
+    """The model's parameters in order, in groups of about max_elements (one group per device call)."""
+    groups, size = [[]], 0
     for p in model.parameters():
-        total += float(p.double().sum())
-        absolute += float(p.double().abs().sum())
-    return {"sum": total, "abs_sum": absolute, "parameters": sum(p.numel() for p in model.parameters())}
+        if groups[-1] and size + p.numel() > max_elements:
+            groups.append([])
+            size = 0
+        groups[-1].append(p)
+        size += p.numel()
+    return groups
 
 
 def causal_position(prompt_ids: list[int], special_ids: set[int], decode) -> int | None:

@@ -15,9 +15,9 @@ import time
 import torch
 from transformers.cache_utils import DynamicLayer
 
-from . import views
+from . import payload_builder
 from .capture import lens_layers, residual_stream
-from .discovery import is_attention
+from .forward import ForwardRow, aligned_attentions, joined_parts, last_rows, one_thread, plain_cache, synchronize
 from .kept import KeptSteps
 from .kvstats import cache_stats
 from .loading import LoadedModel
@@ -39,7 +39,7 @@ class SessionError(RuntimeError):
 
 class GenerationSession:
     def __init__(self, loaded: LoadedModel, prompt: Prompt, params: SamplingParams,
-                 lens: str = "auto", keep_budget_bytes: int | None = None):
+                 lens: str = "auto", keep_budget_bytes: int | None = None, prefill_chunk: int | None = None):
         self.loaded, self.model, self.tokenizer = loaded, loaded.model, loaded.tokenizer
         self.adapter, self.description = loaded.adapter, loaded.description
         self.prompt, self.params = prompt, params
@@ -52,6 +52,7 @@ class GenerationSession:
         if not self.adapter.lens_ok:
             self.lens_layers = [d.layers - 1]  # read from the model's own logits
         self.kept = KeptSteps(keep_budget_bytes) if keep_budget_bytes else KeptSteps()
+        self.prefill_chunk = prefill_chunk  # tokens per prefill_part(); None: the prompt in one pass
         self.eos_ids = eos_token_ids(loaded)
         self.special_ids = set(self.tokenizer.all_special_ids)
         self._reset()
@@ -64,6 +65,9 @@ class GenerationSession:
         self.finished: str | None = None
         self.emitted_text = ""
         self.started = self.first_token_at = None
+        self.parts: list[ForwardRow] = []  # the prompt's chunks fed so far (prefill_part)
+        self.prefill_hidden: torch.Tensor | None = None  # until the causal-mask check takes it
+        self.fed = 0  # prompt positions in the cache
         self.held_at: float | None = None  # paused since (hold/unhold): left out of the timing figures
         self.kept.clear()
 
@@ -77,7 +81,7 @@ class GenerationSession:
 
     # -- forward passes ---------------------------------------------------------------------------
     @torch.no_grad()
-    def _forward(self, new_ids: list[int]) -> dict:
+    def _forward(self, new_ids: list[int]) -> ForwardRow:
         """Run new_ids through the model on top of the cache; capture attentions and residuals.
 
         A model without a cache (adapter.has_cache False) reads the whole sequence every time."""
@@ -90,34 +94,51 @@ class GenerationSession:
             synchronize(self.model.device)
             t1 = time.perf_counter()
         self.cache = out.cache if cached else None
-        hidden = torch.stack([r[0] for r in residuals])  # (layers + 1, new, hidden): layer 0's input, each output
         # layers x (heads, new, keys), stacked only where small; models without attention return none
         attentions = aligned_attentions(getattr(out, "attentions", None), input_ids.shape[1], len(self.ids), self.description.layers)
-        last_attn = torch.stack([a[:, -1] for a in attentions]) if attentions else torch.zeros(0, 0, input_ids.shape[1])
-        return {"logits": out.logits[0, -1].float(), "attentions": attentions, "hidden": hidden,
-                "last_attn": last_attn,  # (layers, heads, keys)
-                "forward_ms": (t1 - t0) * 1e3, "ended_at": t1}
+        return ForwardRow(logits=out.logits[0, -1].float(), hidden=torch.stack([r[0] for r in residuals]),
+                          last_attn=last_rows(attentions, input_ids.shape[1]), forward_ms=(t1 - t0) * 1e3,
+                          ended_at=t1, attentions=attentions, source="prefill" if self.pending is None else "decode")
 
     def prefill(self) -> dict:
         if self.pending is not None or self.step_index:
             raise SessionError("prefill already ran")
-        self.started = time.perf_counter()
-        forward = self._forward(self.ids)
-        payload = views.prefill_view(self, forward)
-        attention_bytes = sum(a.numel() for a in forward["attentions"]) * 2
-        full_attention = torch.stack(forward["attentions"]).half() if 0 < attention_bytes <= self.kept.budget // 2 else None
-        self.kept.put(0, attn=full_attention, hidden=forward["hidden"].half(), logits=forward["logits"])
-        payload["timing"]["capture_ms"] = round((time.perf_counter() - forward["ended_at"]) * 1e3, 3)
-        self.pending = self._pending(forward, "prefill")
+        self.started = self.started or time.perf_counter()
+        while self.prefill_part():
+            pass
+        row = self._forward(self.ids[self.fed:])
+        if self.parts:
+            row = joined_parts(self.parts + [row], len(self.ids))
+        # One pass over the whole prompt: the causal-mask check compares the changed prompt with it (float32)
+        self.prefill_hidden = None if self.parts or not self.adapter.has_cache else row.hidden
+        self.parts, self.fed = [], len(self.ids)
+        with one_thread():
+            return self._captured_prefill(row)
+
+    def _captured_prefill(self, row: ForwardRow) -> dict:
+        """Keep the prefill's tensors (detail on demand) and build its payload; step 1 samples from its end."""
+        attention_bytes = sum(a.numel() for a in row.attentions) * 2
+        full_attention = torch.stack(row.attentions).half() if 0 < attention_bytes <= self.kept.budget // 2 else None
+        self.kept.put(0, attn=full_attention, hidden=row.hidden.half(), logits=row.logits)
+        payload = payload_builder.prefill_payload(self, row)
+        self.pending = row.last_position("prefill")
         return payload
 
-    @staticmethod
-    def _pending(forward: dict, source: str) -> dict:
-        """What the next step samples from: the last position of a forward pass."""
-        return {"logits": forward["logits"], "attn": forward["last_attn"], "hidden": forward["hidden"][:, -1],
-                "forward_ms": forward["forward_ms"], "source": source, "batch_size": forward.get("batch_size", 1)}
+    def prefill_part(self) -> bool:
+        """Feed the prompt's next chunk into the cache; False once only the last chunk is left (prefill()
+        runs it). A long prompt fed in parts lets other visitors' decode ticks run between the parts."""
+        chunk, left = self.prefill_chunk, len(self.ids) - self.fed
+        if not chunk or self.pending is not None or not self.adapter.has_cache or left <= chunk:
+            return False
+        self.started = self.started or time.perf_counter()
+        self.parts.append(self._forward(self.ids[self.fed:self.fed + chunk]))
+        self.fed += chunk
+        if not plain_cache(self.cache):  # sliding-window or recurrent layers: the prompt in one pass instead
+            self.cache, self.parts, self.fed, self.prefill_chunk = None, [], 0, None
+            return False
+        return len(self.ids) - self.fed > chunk
 
-    def step(self, forced_token: int | None = None, forward: dict | None = None) -> dict:
+    def step(self, forced_token: int | None = None, forward: ForwardRow | None = None) -> dict:
         """One decode step: forward the last token (except step 1), sample, append, detokenize.
 
         `forward`: this session's row of a batched decode pass (inference/scheduler.py), already run."""
@@ -126,22 +147,23 @@ class GenerationSession:
         if self.pending is None:
             self.prefill()
         if self.step_index > 0:
-            self.pending = self._pending(forward or self._forward([self.ids[-1]]), "decode")
+            self.pending = (forward or self._forward([self.ids[-1]])).last_position("decode")
         self.step_index += 1
-        pending = self.pending
+        with one_thread():
+            return self._sampled_step(self.pending, forced_token)
+
+    def _sampled_step(self, row: ForwardRow, forced_token: int | None) -> dict:
+        """Sample from `row`, append the token, keep the step's tensors, build its payload."""
         t0 = time.perf_counter()
-        ids = torch.tensor([self.ids])
-        result = sample_token(ids, pending["logits"], self.params, self.prompt_length, self.step_index, forced=forced_token)
-        t1 = time.perf_counter()
-        self.ids.append(result.token_id)
-        self.first_token_at = self.first_token_at or t1
+        draw = sample_token(torch.tensor([self.ids]), row.logits, self.params, self.prompt_length, self.step_index,
+                            forced=forced_token)
+        sampling_ms = (time.perf_counter() - t0) * 1e3
+        self.ids.append(draw.token_id)
+        self.first_token_at = self.first_token_at or time.perf_counter()
         delta = self._text_delta()
-        self.finished = self._stop_reason(result.token_id)
-        payload = views.step_view(self, pending, result, delta, forced_token is not None)
-        t2 = time.perf_counter()
-        self.kept.put(self.step_index, attn=pending["attn"].half(), hidden=pending["hidden"].half(), logits=pending["logits"])
-        payload["timing"].update(sampling_ms=round((t1 - t0) * 1e3, 3), capture_ms=round((t2 - t1) * 1e3, 3))
-        return payload
+        self.finished = self._stop_reason(draw.token_id)
+        self.kept.put(self.step_index, attn=row.last_attn.half(), hidden=row.last_hidden.half(), logits=row.logits)
+        return payload_builder.step_payload(self, row, draw, delta, forced_token is not None, sampling_ms)
 
     def stop(self) -> None:
         self.finished = self.finished or "stopped"
@@ -237,23 +259,9 @@ class GenerationSession:
 
     def close(self) -> None:
         """Free the cache and kept tensors (the session's only large state)."""
-        self.cache, self.pending = None, None
+        self.cache, self.pending, self.prefill_hidden = None, None, None
         self.kept.clear()
         self.finished = self.finished or "stopped"
-
-
-def aligned_attentions(returned, new: int, seen: int, layers: int) -> list[torch.Tensor]:
-    """Each attention layer's weights (heads, new, keys), left-padded with zeros to the most keys any layer
-    read, so sliding-window layers line up with full ones on the same (most recent) positions."""
-    weights = [a[0] for a in (returned or ()) if is_attention(a, new, seen)][-layers:]  # looped models: last pass
-    keys = max((w.shape[-1] for w in weights), default=0)
-    return [torch.nn.functional.pad(w, (keys - w.shape[-1], 0)) if w.shape[-1] < keys else w for w in weights]
-
-
-def synchronize(device: torch.device) -> None:
-    """Make forward timings honest on CUDA, where kernels run asynchronously."""
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
 
 
 def eos_token_ids(loaded: LoadedModel) -> set[int]:

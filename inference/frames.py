@@ -10,14 +10,9 @@ from __future__ import annotations
 
 import json
 
-from .payload import SCHEMA_VERSION
+from .payload_builder import encoded_size, part_payload
 
 PART_OVERHEAD = 256  # room for a part's own fields and one piece's path
-
-
-def encoded_size(message) -> int:
-    """Bytes of the text frame: Channels' send_json is json.dumps with its defaults (ASCII-escaped)."""
-    return len(json.dumps(message).encode("utf-8"))
 
 
 def split_message(message: dict, max_bytes: int) -> list[dict]:
@@ -77,8 +72,7 @@ def _parts(of: str, moved: list, max_bytes: int) -> list[dict]:
             used += piece_size
     if pieces:
         parts.append(pieces)
-    return [{"type": "part", "schema_version": SCHEMA_VERSION, "of": of, "index": i + 1, "count": len(parts),
-             "pieces": p} for i, p in enumerate(parts)]
+    return [part_payload(of, i + 1, len(parts), p) for i, p in enumerate(parts)]
 
 
 def _pieces(path: list, value, room: int) -> list[dict]:

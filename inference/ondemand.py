@@ -5,9 +5,8 @@ import torch
 
 from .kept import NotKept
 from .packing import packed
-from .payload import SCHEMA_VERSION
 from .sampling import SamplingParams, dice_roll, sample_token
-from .views import lens_view, piece
+from .payload_builder import detail_payload, lens_view, retemper_payload
 
 DETAIL_KINDS = ("attention", "hidden", "embedding", "lens")
 
@@ -32,12 +31,11 @@ def detail(session, what: str, step: int | None = None, layer: int | None = None
     if what not in DETAIL_KINDS:
         raise DetailError("what", f"must be one of {', '.join(DETAIL_KINDS)}", "invalid_value")
     d = session.description
-    out = {"type": "detail", "schema_version": SCHEMA_VERSION, "what": what, "step": step, "layer": layer,
-           "head": head, "position": position, "lens": None}
+    asked = dict(step=step, layer=layer, head=head, position=position)  # echoed as asked (lens: position may be None)
     if what == "embedding":
         position = _index("position", position, len(session.ids))
         row = session.adapter.embed(session.model, torch.tensor([[session.ids[position]]], device=session.model.device))[0, 0]
-        return {**out, "data": packed(row)}
+        return detail_payload(what, packed(row), **asked)
     step = _index("step", step, session.step_index + 1)
     if what == "attention":
         layer, head = _index("layer", layer, d.layers), _index("head", head, d.query_heads)
@@ -47,7 +45,7 @@ def detail(session, what: str, step: int | None = None, layer: int | None = None
             if step != 0:
                 raise
             matrix = prompt_attention(session, layer)[head]  # too large to keep: recompute the prefill
-        return {**out, "data": packed(matrix)}
+        return detail_payload(what, packed(matrix), **asked)
     hidden = session.kept.get(step, "hidden")  # (layers + 1, [P,] hidden)
     if step == 0:
         position = hidden.shape[1] - 1 if position is None and what == "lens" else position  # lens: the last position
@@ -55,9 +53,9 @@ def detail(session, what: str, step: int | None = None, layer: int | None = None
         hidden = hidden[:, position]
     if what == "hidden":
         layer = _index("layer", layer, d.layers + 1)
-        return {**out, "data": packed(hidden[layer])}
+        return detail_payload(what, packed(hidden[layer]), **asked)
     rows = lens_view(session, hidden.float(), layers=list(range(d.layers)))
-    return {**out, "lens": rows, "data": packed(torch.tensor([r["probs"][0] for r in rows]))}
+    return detail_payload(what, packed(torch.tensor([r["probs"][0] for r in rows])), lens=rows, **asked)
 
 
 @torch.no_grad()
@@ -76,13 +74,7 @@ def retemper(session, step: int, temperature=None, top_k=None, top_p=None, min_p
     changes = {k: v for k, v in dict(temperature=temperature, top_k=top_k, top_p=top_p, min_p=min_p).items() if v is not None}
     params = SamplingParams.from_dict({**session.params.to_dict(), **changes})
     prefix = torch.tensor([session.ids[: session.prompt_length + step - 1]])
-    result = sample_token(prefix, logits, params, session.prompt_length, step)
-    return {"type": "retemper", "schema_version": SCHEMA_VERSION, "step": step,
-            "params": {k: getattr(params, k) for k in ("temperature", "top_k", "top_p", "min_p")},
-            "stages": result.stages,
-            "probs": [{"id": i, "text": piece(session.tokenizer, i), "prob": p} for i, p in result.probs_top],
-            "token": {"id": result.token_id, "text": piece(session.tokenizer, result.token_id), "prob": round(result.prob, 6)},
-            "draw": result.draw}
+    return retemper_payload(session, step, params, sample_token(prefix, logits, params, session.prompt_length, step))
 
 
 __all__ = ["detail", "retemper", "DetailError", "NotKept", "dice_roll"]

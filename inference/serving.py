@@ -12,7 +12,7 @@ import time
 import torch
 from transformers import DynamicCache
 
-from .engine import synchronize
+from .forward import synchronize
 from .kvstats import DTYPE_BYTES, known_configs, kv_formula, kv_table
 
 TTFT_LENGTHS = (16, 64, 128, 256)

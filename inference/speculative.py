@@ -33,7 +33,8 @@ import torch
 from transformers import DynamicCache
 from transformers.generation.candidate_generator import PromptLookupCandidateGenerator
 
-from .engine import eos_token_ids, synchronize
+from .engine import eos_token_ids
+from .forward import synchronize
 from .loading import LoadedModel, load_model
 
 DRAFT_DIR = Path(__file__).resolve().parent / "bundled_draft"

@@ -1,13 +1,12 @@
 """The article's "what did not happen" checks, measured on the visitor's own run."""
+import asyncio
+import weakref
+
 import torch
 
+from explainer.services.executors import run_on
 from inference import checks
-from inference.payload import SCHEMA_VERSION
-from inference.views import piece
-
-
-def check_message(name: str, passed: bool, data: dict) -> dict:
-    return {"type": "check", "schema_version": SCHEMA_VERSION, "name": name, "passed": passed, "data": data}
+from inference.payload_builder import check_payload as check_message, piece
 
 
 def causal_mask(session) -> dict:
@@ -17,7 +16,8 @@ def causal_mask(session) -> dict:
     if position is None:
         return check_message("causal_mask", True, {"change_at": None, "reason": "the prompt has no later token to change"})
     replacement = checks.replacement_token(ids[position], session.description.vocab_size, session.special_ids, tok.decode)
-    result = checks.causal_mask_check(session.loaded, ids, position, replacement)
+    own, session.prefill_hidden = session.prefill_hidden, None  # the run's own prefill, then freed
+    result = checks.causal_mask_check(session.loaded, ids, position, replacement, own)
     result["original"] = {"id": ids[position], "text": piece(tok, ids[position])}
     result["replacement"] = {"id": replacement, "text": piece(tok, replacement)}
     return check_message("causal_mask", result["earlier_unchanged"], result)
@@ -29,13 +29,14 @@ def embedding_rows(session) -> torch.Tensor:
     return table[torch.tensor(session.prompt.ids, device=table.device)].detach().clone()  # (P, hidden)
 
 
-def after_run(session, rows_before: torch.Tensor, weights_before: dict) -> list[dict]:
-    """After the reply: the weights and the looked-up rows are exactly what they were."""
+def after_run(session, rows_before: torch.Tensor, weights_before: dict, weights_after: dict | None = None) -> list[dict]:
+    """After the reply: the weights and the looked-up rows are exactly what they were (weights_after: a checksum
+    taken after the run, from weights_after_run(); else taken now)."""
     rows_after = embedding_rows(session)
     change = float((rows_after.float() - rows_before.float()).abs().max()) if rows_before.numel() else 0.0
     rows = [{"position": n, "id": i, "norm_before": round(float(rows_before[n].float().norm()), 6),
              "norm_after": round(float(rows_after[n].float().norm()), 6)} for n, i in enumerate(session.prompt.ids[:64])]
-    weights_after = checks.weights_checksum(session.model)
+    weights_after = weights_after or checks.weights_checksum(session.model)
     return [
         check_message("embedding_rows_unchanged", change == 0.0, {"rows": rows, "max_abs_change": change}),
         check_message("weights_unchanged", weights_after == weights_before,
@@ -43,3 +44,35 @@ def after_run(session, rows_before: torch.Tensor, weights_before: dict) -> list[
                        "abs_sum_before": weights_before["abs_sum"], "abs_sum_after": weights_after["abs_sum"],
                        "parameters": weights_after["parameters"]}),
     ]
+
+
+SLICE_ELEMENTS = 4_000_000  # parameters summed per device call: decode ticks run between the slices
+_next: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()  # loop -> {device: the checksum not begun yet}
+_running: set[asyncio.Task] = set()  # a task the loop only holds weakly
+
+
+async def weights_after_run(device: str, model) -> dict:
+    """A weights checksum begun after this call, in slices between decode ticks; every run that finishes
+    before it begins shares it (a crowd finishing together costs one checksum, not one each)."""
+    loop = asyncio.get_running_loop()
+    waiting = _next.setdefault(loop, {})
+    if device not in waiting:
+        waiting[device] = loop.create_future()
+        task = loop.create_task(_checksum_in_slices(device, model, waiting))
+        _running.add(task)
+        task.add_done_callback(_running.discard)
+    return await asyncio.shield(waiting[device])
+
+
+async def _checksum_in_slices(device: str, model, waiting: dict) -> None:
+    try:
+        await run_on(device, lambda: None)  # the device's turn comes (after the tick in flight): runs finishing until then join
+    finally:
+        future = waiting.pop(device)  # it begins: a run finishing from here on waits for the next one
+    try:
+        sums = []
+        for group in checks.parameter_slices(model, SLICE_ELEMENTS):
+            sums += await run_on(device, checks.parameter_sums, group)
+        future.set_result(checks.checksum_of(sums, sum(p.numel() for p in model.parameters())))
+    except Exception as exc:  # noqa: BLE001 - every run waiting on it hears
+        future.set_exception(exc)

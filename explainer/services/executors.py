@@ -1,6 +1,8 @@
 """One model thread per device: model calls run off the event loop, one at a time per device, visitors'
-work before background work (measurements)."""
+work before background work (measurements), and background work in slices: between two of its forward
+passes it runs every visitor call that is waiting (slices())."""
 import asyncio
+import contextlib
 import heapq
 import itertools
 import threading
@@ -9,6 +11,7 @@ import weakref
 from concurrent.futures import Executor, Future
 from functools import partial
 
+import torch
 from django.conf import settings
 
 from inference.scheduler import StepScheduler
@@ -28,6 +31,8 @@ class DeviceExecutor(Executor):
         self._queue: list[tuple[int, int, Future, object]] = []  # (priority, order, future, fn)
         self._order = itertools.count()
         self._step_ended = 0.0  # when the last visitor (STEP) call finished
+        self._slicing = False  # background work is running visitor calls between its forward passes
+        self.between_slices = 0  # visitor calls run inside background work (figures and tests)
         self._thread = threading.Thread(target=self._work, name=name, daemon=True)
         self._thread.start()
 
@@ -58,15 +63,48 @@ class DeviceExecutor(Executor):
 
     def _work(self) -> None:
         while True:
-            priority, future, fn = self._next()
-            if not future.set_running_or_notify_cancel():
-                continue
-            try:
-                future.set_result(fn())
-            except BaseException as exc:  # handed to the awaiting coroutine, as ThreadPoolExecutor does
-                future.set_exception(exc)
-            if priority == STEP:
-                self._step_ended = time.monotonic()
+            self._run(*self._next())
+
+    def _run(self, priority: int, future: Future, fn) -> None:
+        if not future.set_running_or_notify_cancel():
+            return
+        try:
+            future.set_result(fn())
+        except BaseException as exc:  # handed to the awaiting coroutine, as ThreadPoolExecutor does
+            future.set_exception(exc)
+        if priority == STEP:
+            self._step_ended = time.monotonic()
+
+    def run_waiting_steps(self) -> int:
+        """From background work on this executor's thread, between two of its forward passes: run every
+        visitor call waiting now (and those they queue meanwhile), then let the background work go on."""
+        if threading.current_thread() is not self._thread or self._slicing:
+            return 0  # a visitor call's own forward passes, or another thread: nothing to interleave
+        self._slicing, ran = True, 0
+        try:
+            with torch.inference_mode(False), torch.no_grad():  # visitors' tensors stay ordinary tensors
+                while True:
+                    with self._cv:
+                        if not self._queue or self._queue[0][0] != STEP:
+                            return ran
+                        _, _, future, fn = heapq.heappop(self._queue)
+                    self._run(STEP, future, fn)
+                    ran += 1
+                    self.between_slices += 1
+        finally:
+            self._slicing = False
+
+    @contextlib.contextmanager
+    def slices(self, *models):
+        """Background work in slices: each forward pass of `models` first runs the visitor calls waiting."""
+        def between(*_):  # a pre-hook that returns nothing leaves the forward's inputs as they are
+            self.run_waiting_steps()
+        hooks = [m.register_forward_pre_hook(between) for m in models if m is not None]
+        try:
+            yield
+        finally:
+            for hook in hooks:
+                hook.remove()
 
 
 def executor_for(device: str) -> DeviceExecutor:

@@ -14,6 +14,7 @@ from collections import Counter, deque
 from django.conf import settings
 
 from explainer.protocol import ProtocolError
+from inference.payload_builder import error_payload
 
 REFUSED_CLOSE_CODE = 4029  # like HTTP 429: too many connections, or a socket that kept flooding
 QUEUED_CLOSE_CODE = 4009  # like 1009: more than EXPLAINER_MAX_QUEUED_BYTES sent and not yet read (explainer/daphne_patch.py)
@@ -91,8 +92,7 @@ class SocketGuard:
             return None
         with _lock:
             if _open_per_address[self.address] >= limit:
-                return {"type": "error", "code": "too_many_connections",
-                        "message": f"at most {limit} open connections per address", "field": None}
+                return error_payload("too_many_connections", f"at most {limit} open connections per address")
             _open_per_address[self.address] += 1
             self.counted = True
         return None

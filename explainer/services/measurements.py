@@ -1,7 +1,8 @@
 """The serving view's live measurements: run on this server's model, off the event loop.
 
-The experiments (prefill_decode, batch, quantize, speculative) hold the model thread for seconds, so they
-run after every waiting visitor step (executors.BACKGROUND), one at a time per process, and per client
+The experiments (prefill_decode, batch, quantize, speculative) take seconds of model work, so they run
+after every waiting visitor step (executors.BACKGROUND) and in slices (before each of their forward passes,
+the visitor calls waiting then run first: executors.DeviceExecutor.slices), one at a time per process, and per client
 address at most one fresh one for each experiment at once, then one every EXPLAINER_MEASURE_INTERVAL_S (a
 visitor can measure each serving section; a flood cannot), and are cached per server, model and prompt
 (the article's prompt is everyone's before they run one): a reply carries `measured_at` (UTC) and `cached`. kv and capacity are arithmetic on the config: computed each time.
@@ -13,10 +14,10 @@ from django.conf import settings
 from explainer.protocol import ProtocolError, choice, integer
 from explainer.services import model_registry
 from explainer.services.limits import TokenBucket
-from explainer.services.executors import BACKGROUND, run_on
+from explainer.services.executors import BACKGROUND, executor_for, run_on
 from inference import serving
 from inference.loading import ModelNotAvailable
-from inference.payload import SCHEMA_VERSION
+from inference.payload_builder import measured_payload, serving_payload
 from inference.prompting import build_prompt
 
 DEFAULT_PROMPT = [{"role": "user", "content": "The mole on my face may need a biopsy. Explain this simply."}]
@@ -53,11 +54,11 @@ async def serve(what: str, message: dict, session, device: str, address: str | N
     _admit(address)
     _running.append(what)
     try:
-        reply = await run_on(device, measure, what, message, session, progress, priority=BACKGROUND)
+        reply = await run_on(device, measure_in_slices, device, what, message, session, progress, priority=BACKGROUND)
     finally:
         _running.clear()
     at = datetime.now(timezone.utc).isoformat(timespec="seconds")
-    _cache[key] = {**reply, "measured_at": at, "data": {**reply["data"], "measured_at": at}}  # the diagram reads data
+    _cache[key] = measured_payload(reply, at)
     return {**_cache[key], "cached": False}
 
 
@@ -82,14 +83,20 @@ def forget() -> None:
     _running.clear()
 
 
-def progress_frame(what: str, done: int, total: int, label: str) -> dict:
-    """The `serving_progress` message: `done` of `total` parts finished, `label` runs now."""
-    return {"type": "serving_progress", "schema_version": SCHEMA_VERSION, "what": what, "done": done, "total": total, "label": label}
-
-
 def prompt_ids(loaded, session) -> list[int]:
     """The visitor's own prompt when a run exists, else the article's."""
     return list(session.prompt.ids) if session is not None else build_prompt(loaded.tokenizer, messages=DEFAULT_PROMPT).ids
+
+
+def measure_in_slices(device: str, what: str, message: dict, session, progress=None) -> dict:
+    """measure(), yielding to waiting visitor calls before each of the model's forward passes; `data` says how
+    many visitor calls ran in between (their time is inside this measurement's timings)."""
+    executor, model = executor_for(device), model_registry.get_model().model
+    before = executor.between_slices
+    with executor.slices(model):
+        reply = measure(what, message, session, progress)
+    reply["data"]["visitor_calls_between"] = executor.between_slices - before
+    return reply
 
 
 def measure(what: str, message: dict, session, progress=None) -> dict:
@@ -107,8 +114,7 @@ def measure(what: str, message: dict, session, progress=None) -> dict:
         data = _speculative(message, loaded, prompt_ids(loaded, session), progress)
     else:
         data = _experiment(what, loaded, prompt_ids(loaded, session), progress)
-    return {"type": "serving", "schema_version": SCHEMA_VERSION, "what": what, "data": data,
-            "prompt": "none" if what in CALCULATED + ("prefill_decode",) else "article" if session is None else "yours"}
+    return serving_payload(what, data, "none" if what in CALCULATED + ("prefill_decode",) else "article" if session is None else "yours")
 
 
 def _experiment(what: str, loaded, ids: list[int], progress=None) -> dict:

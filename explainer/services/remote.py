@@ -15,6 +15,7 @@ from channels.layers import get_channel_layer
 from django.conf import settings
 
 from explainer.protocol import ProtocolError
+from inference.payload_builder import error_payload, status_payload
 
 log = logging.getLogger(__name__)
 PING_EVERY_S = 1.0
@@ -169,8 +170,7 @@ class RemoteRun:
             if time.monotonic() - self.heard > settings.EXPLAINER_WORKER_TIMEOUT_S:
                 lost, self.worker, self.watchdog = self.worker, None, None
                 log.warning("worker %s stopped answering", lost)
-                await self.send({"type": "error", "code": "worker_lost", "field": None,
-                                 "message": f"the inference worker running this session ({lost}) stopped; "
-                                            "start again to continue on another worker"})
-                await self.send({"type": "status", "state": "finished", "message": "worker_lost"})
+                await self.send(error_payload("worker_lost", f"the inference worker running this session ({lost}) "
+                                              "stopped; start again to continue on another worker"))
+                await self.send(status_payload("finished", "worker_lost"))
                 return

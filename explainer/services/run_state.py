@@ -17,6 +17,7 @@ import asyncio
 import time
 
 from explainer.protocol import ProtocolError
+from inference.payload_builder import status_payload
 
 IDLE, PREFILLING, RUNNING, PAUSED, HELD, STOPPING, FINISHED = (
     "idle", "prefilling", "running", "paused", "held", "stopping", "finished")
@@ -28,8 +29,8 @@ IDLE_TIMEOUT = "idle_timeout"  # the closing status's `reason` when a paused or 
 def status(state: str, message: str = "") -> dict:
     """The `status` message for a run state (held reads as paused on the wire, with why, as it always has)."""
     if state == HELD:
-        return {"type": "status", "state": "paused", "message": message or READER_MESSAGE, "run_state": HELD}
-    return {"type": "status", "state": state, "message": message, "run_state": state}
+        return status_payload("paused", message or READER_MESSAGE, run_state=HELD)
+    return status_payload(state, message, run_state=state)
 
 
 class RunControl:

@@ -5,28 +5,24 @@ import asyncio
 import logging
 import weakref
 
-import torch
 from django.conf import settings
 
-from explainer.protocol import DETAIL_WHATS, MEASURES, ProtocolError, choice, integer, number, prompt_fields
-from explainer.services import checks, limits, measurements, model_registry, workshop_policy
+from explainer.protocol import ProtocolError, integer, prompt_fields
+from explainer.services import checks, limits, model_registry, workshop_policy
 from explainer.services.capacity import generating
-from explainer.services.executors import queue_depth, run_on, scheduler_for
+from explainer.services.executors import run_on, scheduler_for
+from explainer.services.requests import LOADING, READER_PAUSED, OnDemandAnswers
+from explainer.services.run_errors import ENGINE_ERRORS, OUT_OF_MEMORY, as_error, refusal, wrapped
 from explainer.services.run_state import FINISHED, HELD, PAUSED, RUNNING, STOPPING, RunControl, status
-from inference.engine import GenerationSession, SessionError
+from inference.engine import GenerationSession
 from inference.frames import split_message
-from inference.kept import NotKept
 from inference.loading import ModelNotAvailable
-from inference.ondemand import DetailError, detail, retemper
-from inference.prompting import PromptError, build_prompt, validate_messages, validate_text
-from inference.sampling import ParamError, SamplingParams
-from inference.views import done_view, session_view
+from inference.payload_builder import busy_payload, done_payload, session_payload
+from inference.prompting import build_prompt, validate_messages, validate_text
+from inference.sampling import SamplingParams
 
 log = logging.getLogger(__name__)
-ENGINE_ERRORS = (ParamError, PromptError, DetailError, SessionError, NotKept)
-OUT_OF_MEMORY = (MemoryError, torch.OutOfMemoryError)
 MAX_ACK = 2**53  # the largest integer a browser's JSON numbers hold exactly
-READER_PAUSED = status(HELD)
 _live: weakref.WeakSet = weakref.WeakSet()  # runs whose GenerationSession is open
 
 
@@ -35,29 +31,7 @@ def live_sessions() -> int:
     return len(_live)
 
 
-def as_error(exc: Exception) -> dict:
-    """Engine exceptions carry a code and a field; everything else is a model error."""
-    if isinstance(exc, NotKept):
-        return {"type": "error", "code": "not_kept", "message": str(exc), "field": "step"}
-    if isinstance(exc, ProtocolError):
-        return exc.as_message()
-    if isinstance(exc, ENGINE_ERRORS):
-        return {"type": "error", "code": getattr(exc, "code", "invalid_value"), "message": str(exc),
-                "field": getattr(exc, "field", None)}
-    if isinstance(exc, OUT_OF_MEMORY):
-        return {"type": "error", "code": "out_of_memory", "field": None,
-                "message": "the server ran out of memory for this run; try a shorter prompt or fewer new tokens"}
-    return {"type": "error", "code": "model_error", "message": f"the model failed: {exc.__class__.__name__}", "field": None}
-
-
-def refusal(exc: Exception) -> dict:
-    """The `error` for a refused client message; anything but a ProtocolError is logged too."""
-    if not isinstance(exc, ProtocolError):
-        log.info("refused message: %s", exc)
-    return as_error(exc)
-
-
-class VisitorRun:
+class VisitorRun(OnDemandAnswers):
     """One socket's run: its session, the driver task that steps it, and its control state (run_state.py).
 
     `start` answers with the prefill; after it, control verbs change the state and return at once and only
@@ -108,7 +82,7 @@ class VisitorRun:
         else:
             fields["text"] = validate_text(fields["text"])
         if (refused := generating.refusal(slots, self.address)) is not None:
-            await self.send({"type": "busy", "reason": refused, "retry_after_s": 5})
+            await self.send(busy_payload(refused, 5))
             return
         self.holds_slot = True
         self.control.begin(fields["paused"])
@@ -118,13 +92,13 @@ class VisitorRun:
             self.control.reset()
             await self._close_session()
             await self._release()
-            raise _wrapped(exc) from exc
+            raise wrapped(exc) from exc
         self.task = asyncio.create_task(self._drive())
 
     async def _open(self, fields: dict, params: SamplingParams) -> None:
         """prefilling: load, tokenize, prefill; then running or paused as asked (or stopping)."""
         if not model_registry.is_loaded():
-            await self.send({"type": "status", "state": "loading", "message": "Loading the model…"})
+            await self.send(LOADING)
         try:
             loaded = await run_on("loader", model_registry.get_model)
         except ModelNotAvailable as exc:
@@ -134,11 +108,13 @@ class VisitorRun:
         if len(prompt.ids) > settings.EXPLAINER_MAX_PROMPT_TOKENS:
             raise ProtocolError("out_of_range", f"the prompt has {len(prompt.ids)} tokens; the limit is "
                                 f"{settings.EXPLAINER_MAX_PROMPT_TOKENS}", "messages")
-        self.session = GenerationSession(loaded, prompt, params)
+        self.session = GenerationSession(loaded, prompt, params, prefill_chunk=settings.EXPLAINER_PREFILL_CHUNK or None)
         _live.add(self)
         self.control.set_computing(True)
         try:
-            await self.send(session_view(self.session))
+            await self.send(session_payload(self.session))
+            while await run_on(self.device, self.session.prefill_part):
+                pass  # a long prompt in chunks, each its own device call: decode ticks run between them
             await self.send(await run_on(self.device, self.session.prefill))
             await self.send(await run_on(self.device, checks.causal_mask, self.session))
             self.rows_before = await run_on(self.device, checks.embedding_rows, self.session)
@@ -223,9 +199,10 @@ class VisitorRun:
             self.session.stop()  # here, between steps: no step in flight can overwrite it
         self.control.finish()
         await self._flush()
-        await self.send(done_view(self.session))
+        await self.send(done_payload(self.session))
         weights_before = model_registry.initial_checksum()
-        for check in await run_on(self.device, checks.after_run, self.session, self.rows_before, weights_before):
+        weights_after = await checks.weights_after_run(self.device, self.session.model)
+        for check in await run_on(self.device, checks.after_run, self.session, self.rows_before, weights_before, weights_after):
             await self.send(check)
         await self._release()  # free before the run's last word: a client may start again at once
         await self.send(self.control.finished_status(self.session.finished))
@@ -269,10 +246,11 @@ class VisitorRun:
         if await self._busy():
             return
         self.control.check_fork()
+        if self.control.state == FINISHED and self.task is not None and not self.task.done():
+            await asyncio.wait({self.task})  # the driver's tail (checks, `finished`) goes out first; then it restarts
         restart = self.task is None or self.task.done()
         if restart and not self.holds_slot and (refused := generating.refusal(address=self.address)) is not None:
-            await self.send({"type": "busy", "reason": f"no free generation slot to continue the fork: {refused}",
-                             "retry_after_s": 5})
+            await self.send(busy_payload(f"no free generation slot to continue the fork: {refused}", 5))
             return
         self.control.fork()  # paused from here: the driver starts no new step
         self.holds_slot = True
@@ -292,69 +270,6 @@ class VisitorRun:
         """The client has read `received` server messages on this socket; no reply (docs/protocol.md)."""
         self.window.ack(integer(message, "received", 0, MAX_ACK))
         self.control.wake()  # a held run looks at the window again
-
-    async def _busy(self, device: str | None = None) -> bool:
-        """Refuse a request for a payload with `busy` while the client is behind on reading, or (given a
-        device) while more than EXPLAINER_MAX_DEVICE_QUEUE model calls wait for it: nothing is queued."""
-        if self.window.full:
-            reason = READER_PAUSED["message"]
-        elif device is not None and (waiting := queue_depth(device)) > settings.EXPLAINER_MAX_DEVICE_QUEUE:
-            reason = f"{waiting} model calls are waiting for the device"
-        else:
-            return False
-        await self.send({"type": "busy", "reason": reason, "retry_after_s": 1})
-        return True
-
-    async def detail(self, message: dict) -> None:
-        session = self._require_session()
-        what = choice(message, "what", DETAIL_WHATS)
-        args = {k: integer(message, k, 0, required=False) for k in ("step", "layer", "head", "position")}
-        if await self._busy(self.device):
-            return
-        await self.send(await run_on(self.device, lambda: detail(session, what, **args)))
-
-    async def retemper(self, message: dict) -> None:
-        session = self._require_session()
-        step = integer(message, "step", 1, session.step_index)
-        changes = {k: number(message, k) for k in ("temperature", "top_p", "min_p")}
-        changes["top_k"] = integer(message, "top_k", 0, required=False)
-        if await self._busy(self.device):
-            return
-        await self.send(await run_on(self.device, lambda: retemper(session, step, **changes)))
-
-    async def measure(self, message: dict) -> None:
-        """A serving-view measurement on this server's model: the visitor's prompt when there is a run, unless
-        `prompt` is "article". It runs as its own task, so the socket's next verbs (a start, a stop) are read
-        while it measures; its `serving_progress` frames say what it is measuring now."""
-        what = choice(message, "what", MEASURES)
-        own = choice({"prompt": message.get("prompt") or "yours"}, "prompt", ("yours", "article")) == "yours"
-        if not model_registry.is_loaded():
-            await self.send({"type": "status", "state": "loading", "message": "Loading the model…"})
-        device = self.device if self.session else (await run_on("loader", model_registry.get_model)).description.device
-        if await self._busy(device):
-            return
-        task = asyncio.create_task(self._measure(what, message, self.session if own else None, device))
-        self.measuring.add(task)
-        task.add_done_callback(self.measuring.discard)
-
-    async def _measure(self, what: str, message: dict, session, device: str) -> None:
-        loop = asyncio.get_running_loop()
-
-        def progress(done: int, total: int, label: str) -> None:  # called on the model thread
-            loop.call_soon_threadsafe(self._send_soon, measurements.progress_frame(what, done, total, label))
-        try:
-            reply = await measurements.serve(what, message, session, device, self.address, progress)
-        except measurements.MeasureBusy as busy:
-            reply = {"type": "busy", "what": what, "reason": str(busy), "retry_after_s": busy.retry_after_s}
-        except Exception as exc:  # a refused field or a model failure: this measurement's answer only
-            reply = refusal(exc)
-        await self.send(reply)
-
-    def _send_soon(self, message: dict) -> None:
-        """Send from a loop callback; the task is kept until it ends (the loop holds tasks only weakly)."""
-        task = asyncio.ensure_future(self.send(message))
-        self.measuring.add(task)
-        task.add_done_callback(self.measuring.discard)
 
     async def end(self) -> None:
         """Cancel the driver and free the session's memory (on a new start or a disconnect): nothing more is sent."""
@@ -378,10 +293,4 @@ class VisitorRun:
             await run_on(self.device, session.close)
 
 
-
-def _wrapped(exc: Exception) -> ProtocolError:
-    """The same error fields as as_error, raised as a ProtocolError; model failures are logged."""
-    error = as_error(exc)
-    if error["code"] == "model_error":
-        log.exception("start failed")
-    return ProtocolError(error["code"], error["message"], error["field"])
+__all__ = ["VisitorRun", "as_error", "refusal", "live_sessions", "READER_PAUSED", "MAX_ACK", "ENGINE_ERRORS", "OUT_OF_MEMORY"]

@@ -16,6 +16,7 @@ from django.conf import settings
 from explainer.protocol import ProtocolError
 from explainer.services import workshop_policy
 from explainer.services.limits import RateLimited, TokenBucket
+from inference.payload_builder import workshop_payload
 
 VERBS = ("follow",)
 GROUP = "workshop"
@@ -225,7 +226,5 @@ class Follower(NoFollower):
     async def _tell(self) -> None:
         """The page's view of the workshop: the toggle, the banner, the pinned parameters."""
         broadcast = {k: v for k, v in (self.state.get("broadcast") or {}).items() if k != "host"}  # a channel name
-        await self.consumer.send_frame({
-            "type": "workshop", "following": self.following, "host_live": workshop_policy.is_live(broadcast),
-            "pins": self.state.get("pins", {}), "limits": self.state.get("limits", {}), "broadcast": broadcast,
-        })
+        await self.consumer.send_frame(workshop_payload(self.following, workshop_policy.is_live(broadcast),
+                                                        self.state.get("pins", {}), self.state.get("limits", {}), broadcast))

@@ -13,7 +13,7 @@ from inference.loading import load_model
 from inference.payload import SCHEMA_VERSION, validate_payload
 from inference.prompting import build_prompt
 from inference.sampling import SamplingParams
-from inference.views import done_view, session_view
+from inference.payload_builder import done_payload, session_payload
 from tests.support import STORIES, stories_spec
 
 MESSAGES = [{"role": "user", "content": "<t403> <t407>"}]
@@ -25,10 +25,10 @@ def recorded_payloads():
     """Every payload of one real run on stories260K, in the order the socket sends them."""
     loaded = load_model(stories_spec(), device="cpu")
     session = GenerationSession(loaded, build_prompt(loaded.tokenizer, input_ids=[1, 403, 407]), SamplingParams(**PARAMS))
-    payloads = [session_view(session), session.prefill(), checks.causal_mask(session)]
+    payloads = [session_payload(session), session.prefill(), checks.causal_mask(session)]
     while not session.finished:
         payloads.append(session.step())
-    payloads.append(done_view(session))
+    payloads.append(done_payload(session))
     return json.loads(json.dumps(payloads))  # what a browser would send: plain JSON
 
 

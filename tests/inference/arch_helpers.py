@@ -185,7 +185,7 @@ def small_loaded(model_type: str) -> LoadedModel:
 def trace_architecture(model_type: str, prompt: list[int], new: int) -> tuple[str, str]:
     """("exact" | "mismatch" | "crash" | "not_small", detail): the engine's greedy ids against ``generate``,
     every payload validated."""
-    from inference import views
+    from inference import payload_builder
     from inference.engine import GenerationSession
     from inference.payload import validate_payload
     from inference.prompting import build_prompt
@@ -203,10 +203,10 @@ def trace_architecture(model_type: str, prompt: list[int], new: int) -> tuple[st
                                         pad_token_id=0)
         session = GenerationSession(loaded, build_prompt(loaded.tokenizer, input_ids=list(prompt)),
                                     SamplingParams(temperature=0, max_new_tokens=new))
-        payloads = [views.session_view(session), session.prefill()]
+        payloads = [payload_builder.session_payload(session), session.prefill()]
         while not session.finished:
             payloads.append(session.step())
-        for payload in payloads + [views.done_view(session)]:
+        for payload in payloads + [payload_builder.done_payload(session)]:
             validate_payload(payload)
     except Exception as exc:  # the point of the sweep: any failure is counted and named
         return "crash", f"{type(exc).__name__}: {str(exc)[:160]}"

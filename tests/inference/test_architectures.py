@@ -15,7 +15,7 @@ import torch
 from tests.inference.arch_helpers import ARCHITECTURES, SLIDING_WINDOW, arch_config, tiny_loaded
 from transformers.cache_utils import DynamicLayer
 
-from inference import views
+from inference import payload_builder
 from inference.engine import GenerationSession
 from inference.kvstats import kv_formula
 from inference.packing import unpack
@@ -118,7 +118,7 @@ def test_step_logits_match_full_forward_without_cache(arch):
 @archs
 def test_every_payload_matches_the_schema(arch):
     run = greedy_run(arch)
-    for payload in [run["prefill"], *run["steps"], views.done_view(run["session"])]:
+    for payload in [run["prefill"], *run["steps"], payload_builder.done_payload(run["session"])]:
         validate_payload(payload)
 
 

@@ -94,6 +94,20 @@ def test_causal_mask_mole_cannot_see_face(bundled):
     assert check["max_abs_change"][face] > 0
 
 
+@pytest.mark.parametrize("model", ["stories", "bundled"])
+def test_causal_mask_check_on_the_runs_own_prefill_matches_two_fresh_passes(model, request):
+    loaded = request.getfixturevalue(model)
+    ids = [1] + list(range(300, 320))
+    session = GenerationSession(loaded, build_prompt(loaded.tokenizer, input_ids=ids), SamplingParams(max_new_tokens=2))
+    session.prefill()
+    assert session.prefill_hidden.dtype == torch.float32 and session.prefill_hidden.shape[1] == len(ids)
+    own = causal_mask_check(loaded, ids, 12, 400, session.prefill_hidden)  # one forward: the changed prompt
+    fresh = causal_mask_check(loaded, ids, 12, 400)  # two forwards, as before
+    assert own["earlier_unchanged"] and fresh["earlier_unchanged"]
+    assert own["max_abs_change"][:12] == [0.0] * 12 and min(own["max_abs_change"][12:]) > 0
+    assert own["max_abs_change"] == pytest.approx(fresh["max_abs_change"], rel=1e-3, abs=1e-4)
+
+
 def test_prompt_beyond_context_window_is_named_error(stories):
     prompt = build_prompt(stories.tokenizer, input_ids=[1] * 500)
     with pytest.raises(ContextWindowError) as info:

@@ -86,9 +86,9 @@ def test_a_row_is_the_sessions_own_attention_over_its_own_cache(stories):
     lengths = [s.cache.get_seq_length() for s in sessions]
     forwards = batched_decode(sessions)
     for s, f, length in zip(sessions, forwards, lengths):
-        assert f["last_attn"].shape[-1] == length + 1  # its own keys, no padding
-        assert torch.allclose(f["last_attn"].sum(-1), torch.ones(()), atol=1e-5)  # each head's row sums to 1
-        assert s.cache.get_seq_length() == length + 1 and f["batch_size"] == 3
+        assert f.last_attn.shape[-1] == length + 1  # its own keys, no padding
+        assert torch.allclose(f.last_attn.sum(-1), torch.ones(()), atol=1e-5)  # each head's row sums to 1
+        assert s.cache.get_seq_length() == length + 1 and f.batch_size == 3
 
 
 async def test_the_scheduler_batches_sessions_that_ask_together(stories):
@@ -101,3 +101,59 @@ async def test_the_scheduler_batches_sessions_that_ask_together(stories):
     payloads = await asyncio.gather(*(scheduler.step(s) for s in sessions))
     assert sorted(p["batch_size"] for p in payloads) == [1, 2, 2]  # max_batch 2: the third in the next tick
     assert (scheduler.ticks, scheduler.stepped) == (2, 3)
+
+
+LONG = [1] + list(range(300, 337))  # 38 tokens: chunks of 8 are 4 parts and a last chunk of 6
+
+
+@pytest.mark.parametrize("model", ["stories", "bundled"])
+def test_a_prompt_prefilled_in_chunks_gives_the_same_prefill_and_steps_as_one_pass(model, request):
+    loaded = request.getfixturevalue(model)
+    whole = session(loaded, LONG, temperature=0.0)
+    chunked = GenerationSession(loaded, whole.prompt, whole.params, prefill_chunk=8)
+    parts = 0
+    while chunked.prefill_part():
+        parts += 1
+        assert chunked.cache.get_seq_length() == 8 * parts and chunked.pending is None
+    assert parts == 3 and chunked.fed == 32  # the 4th call feeds a chunk and leaves 6: prefill() runs the last
+    mine, alone = chunked.prefill(), whole.prefill()
+    assert mine["attention"]["mode"] == alone["attention"]["mode"]
+    close(mine, alone, "prefill")
+    full, full_alone = chunked.kept.get(0, "attn"), whole.kept.get(0, "attn")  # (layers, heads, P, P): every matrix
+    assert full.shape[-2:] == (len(LONG),) * 2 and chunked.cache.get_seq_length() == len(LONG)
+    torch.testing.assert_close(full.float(), full_alone.float(), rtol=1e-2, atol=1e-3)
+    while not whole.finished:
+        close(chunked.step(), whole.step(), f"step {whole.step_index}")
+    assert chunked.finished == whole.finished and chunked.generated == whole.generated
+
+
+def test_prefill_alone_runs_every_chunk_and_a_short_prompt_is_one_pass(stories):
+    chunked = session(stories, LONG, temperature=0.0)
+    chunked.prefill_chunk = 8
+    payload = chunked.prefill()  # the CLI and the tests call prefill() only: it feeds the chunks itself
+    assert payload["mask"]["size"] == len(LONG) and chunked.fed == len(LONG) and not chunked.parts
+    short = session(stories, PROMPTS[0], temperature=0.0)
+    short.prefill_chunk = 8
+    assert short.prefill_part() is False and short.cache is None  # nothing to split: prefill() does it in one pass
+
+
+async def test_a_tick_waits_for_the_sessions_of_the_last_tick_and_a_lone_session_never_waits(stories):
+    sessions = [session(stories, ids, temperature=0.0) for ids in PROMPTS]
+    for s in sessions:
+        s.prefill()
+        s.step()
+    loop = asyncio.get_running_loop()
+    scheduler = StepScheduler(lambda fn: loop.run_in_executor(None, fn), max_batch=8, max_wait_s=3600)
+
+    async def late(s, n):  # asks again after n other turns of the event loop: its last step still going out
+        for _ in range(n):
+            await asyncio.sleep(0)
+        return await scheduler.step(s)
+    first = await asyncio.gather(*(scheduler.step(s) for s in sessions))
+    again = await asyncio.gather(*(late(s, 50 * n) for n, s in enumerate(sessions)))
+    assert [p["batch_size"] for p in first + again] == [3] * 6 and scheduler.ticks == 2
+    alone = StepScheduler(scheduler.run, max_batch=8, max_wait_s=3600)
+    lone = session(stories, PROMPTS[0], temperature=0.0)
+    lone.prefill()
+    for _ in range(3):  # the last tick's only session has asked: nothing to wait for (an hour, else)
+        assert (await alone.step(lone))["batch_size"] == 1

@@ -4,7 +4,7 @@ import json
 import pytest
 import torch
 
-from inference import views
+from inference import payload_builder
 from inference.engine import GenerationSession
 from inference.payload import validate_payload
 from inference.prompting import build_prompt
@@ -27,10 +27,10 @@ def test_description(smollm2):
 def test_greedy_trace_equals_generate(smollm2):
     prompt = build_prompt(smollm2.tokenizer, messages=MESSAGES)
     session = GenerationSession(smollm2, prompt, SamplingParams(temperature=0, max_new_tokens=NEW))
-    payloads = [views.session_view(session), session.prefill()]
+    payloads = [payload_builder.session_payload(session), session.prefill()]
     while not session.finished:
         payloads.append(session.step())
-    payloads.append(views.done_view(session))
+    payloads.append(payload_builder.done_payload(session))
     for payload in payloads:
         validate_payload(payload)
     with torch.no_grad():

@@ -21,7 +21,7 @@ from inference.loading import LoadedModel, load_model
 from inference.payload import SCHEMA_VERSION
 from inference.prompting import build_prompt, validate_messages
 from inference.sampling import SamplingParams
-from inference.views import done_view, session_view
+from inference.payload_builder import done_payload, session_payload
 
 MODEL_SPEC = "smollm2-135m-instruct"  # the model `make run` serves: the first paint shows a real model's run
 MAX_FILE_BYTES = 1_500_000  # the page fetches the first example before anything else: keep it light
@@ -63,11 +63,11 @@ def record(loaded: LoadedModel, messages: list[dict], params: dict, model_spec: 
     weights_before = weights_checksum(loaded.model)
     session = GenerationSession(loaded, prompt, sampling)
     try:
-        payloads = [session_view(session), session.prefill(), checks.causal_mask(session)]
+        payloads = [session_payload(session), session.prefill(), checks.causal_mask(session)]
         rows_before = checks.embedding_rows(session)
         while not session.finished:
             payloads.append(session.step())
-        payloads.append(done_view(session))
+        payloads.append(done_payload(session))
         payloads += checks.after_run(session, rows_before, weights_before)
     finally:
         session.close()

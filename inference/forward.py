@@ -1,0 +1,84 @@
+"""What one session's row of a forward pass holds: a typed record, like TransformerLens' run_with_cache.
+
+The engine (inference/engine.py, one session) and the scheduler (inference/scheduler.py, a batch) both
+hand back one ForwardRow per session; the payload builder (inference/payload_builder.py) reads it.
+"""
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass, field, replace
+
+import torch
+from torch.nn.functional import pad
+from transformers.cache_utils import DynamicLayer
+
+from .discovery import is_attention
+
+
+@dataclass
+class ForwardRow:
+    """One session's row of a forward pass: its logits, attention rows over its own cache, hidden states."""
+    logits: torch.Tensor  # (vocab,) float32 at the last position
+    hidden: torch.Tensor  # (layers + 1, new, hidden): layer 0's input, then each layer's output
+    last_attn: torch.Tensor  # (layers, heads, keys): the last position's attention rows, every head
+    forward_ms: float  # the pass's own time (a batched pass: the whole batch's)
+    ended_at: float  # time.perf_counter() when the pass ended: capture time counts from here
+    attentions: list[torch.Tensor] = field(default_factory=list)  # layers x (heads, new, keys)
+    batch_size: int = 1  # sessions whose decode shared this pass
+    source: str = "decode"  # prefill | decode: the pass a step samples from
+
+    def last_position(self, source: str) -> "ForwardRow":
+        """What the next step samples from: the last position only (the prefill's full capture is sent and kept)."""
+        return replace(self, hidden=self.hidden[:, -1:], attentions=[], source=source)
+
+    @property
+    def last_hidden(self) -> torch.Tensor:
+        """(layers + 1, hidden): the residual stream at the last position."""
+        return self.hidden[:, -1]
+
+
+def plain_cache(cache) -> bool:
+    """Only DynamicLayer caches: positions append, nothing slides or recurs (chunks and batches are exact)."""
+    return cache is not None and all(type(layer) is DynamicLayer for layer in cache.layers)
+
+
+def joined_parts(parts: list[ForwardRow], keys: int) -> ForwardRow:
+    """A prompt fed in chunks as one prefill row: each chunk's attention rows padded on the right to all
+    `keys` (a query never sees later keys: those weights are exactly 0), hidden states concatenated."""
+    last = parts[-1]
+    attentions = [torch.cat([pad(p.attentions[n], (0, keys - p.attentions[n].shape[-1])) for p in parts], dim=1)
+                  for n in range(len(last.attentions))]  # layers x (heads, P, P)
+    return replace(last, attentions=attentions, hidden=torch.cat([p.hidden for p in parts], dim=1),
+                   forward_ms=sum(p.forward_ms for p in parts))
+
+
+def aligned_attentions(returned, new: int, seen: int, layers: int) -> list[torch.Tensor]:
+    """Each attention layer's weights (heads, new, keys), left-padded with zeros to the most keys any layer
+    read, so sliding-window layers line up with full ones on the same (most recent) positions."""
+    weights = [a[0] for a in (returned or ()) if is_attention(a, new, seen)][-layers:]  # looped models: last pass
+    keys = max((w.shape[-1] for w in weights), default=0)
+    return [torch.nn.functional.pad(w, (keys - w.shape[-1], 0)) if w.shape[-1] < keys else w for w in weights]
+
+
+def last_rows(attentions: list[torch.Tensor], new: int) -> torch.Tensor:
+    """(layers, heads, keys): the last position's row of every layer (empty for models without attention)."""
+    return torch.stack([a[:, -1] for a in attentions]) if attentions else torch.zeros(0, 0, new)
+
+
+@contextlib.contextmanager
+def one_thread():
+    """For per-row work after a forward pass (sampling, top-k and softmax over the vocabulary, summaries):
+    many small ops, each of which, split over cores, waits for the slowest one (on a busy machine, a whole
+    time slice: ~10x slower measured on the shared 2-core box). The forward passes keep every thread."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(threads)
+
+
+def synchronize(device: torch.device) -> None:
+    """Make forward timings honest on CUDA, where kernels run asynchronously."""
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)

@@ -1,0 +1,118 @@
+"""No starvation (issue 14, item 3): a decoding visitor's steps keep coming while others flood the device
+with long prefills and a measurement. Asserted on what ran on the device thread, in what order and how
+much, never on times."""
+import asyncio
+import threading
+
+import pytest
+import torch
+
+from explainer.services.executors import BACKGROUND, STEP, DeviceExecutor
+from inference.engine import GenerationSession
+from inference.loading import load_model
+from inference.prompting import build_prompt
+from inference.sampling import SamplingParams
+from inference.scheduler import StepScheduler
+from tests.support import stories_spec
+
+STEPS = 24  # the decoding visitor's tokens
+CHUNK = 8  # prefill chunk of the joiners
+JOINERS = 3
+LONG_PROMPT = [1] + list(range(300, 359))  # 60 tokens: 7 chunks and a last one of 4
+MEASURE_CAP = 2000  # the measurement's forward passes at most (it stops early once the visitor is done)
+
+
+@pytest.fixture(scope="module")
+def loaded():
+    return load_model(stories_spec(), device="cpu")
+
+
+def new_session(loaded, ids, steps, chunk=None):
+    return GenerationSession(loaded, build_prompt(loaded.tokenizer, input_ids=ids),
+                             SamplingParams(max_new_tokens=steps, temperature=0.0), prefill_chunk=chunk)
+
+
+class DeviceLog:
+    """What the device thread ran, in order: ("tick", visitor in it), ("prefill", tokens fed), ("measure", 1)."""
+
+    def __init__(self, executor: DeviceExecutor):
+        self.executor, self.entries = executor, []
+
+    def submit(self, kind: str, fn):
+        """Run fn() on the device thread; it returns (what to log, what to hand back)."""
+        def logged():
+            noted, result = fn()
+            self.entries.append((kind, noted))
+            return result
+        return asyncio.wrap_future(self.executor.submit_at(STEP, logged))
+
+
+async def test_a_decoding_visitor_is_not_starved_by_long_prefills_or_a_measurement(loaded):
+    executor = DeviceExecutor("model-fairness-test")
+    log = DeviceLog(executor)
+    visitor = new_session(loaded, [1, 403, 407], STEPS)
+
+    scheduler = StepScheduler(lambda fn: log.submit("tick", lambda: (any(s is visitor for s in fn.args[0]), fn())),
+                              max_batch=8, max_wait_s=0)  # each tick logged with whether the visitor is in it
+    await asyncio.wrap_future(executor.submit_at(STEP, visitor.prefill))
+    visitor_done, measured, started = threading.Event(), [], threading.Event()
+
+    @torch.inference_mode()  # as the experiments run (batching, quantize): visitors' calls must not inherit it
+    def measurement():
+        ids = torch.tensor([LONG_PROMPT])
+        with executor.slices(loaded.model):
+            started.set()
+            while not visitor_done.is_set() and len(measured) < MEASURE_CAP:
+                loaded.model(input_ids=ids)
+                if not executor._slicing:
+                    measured.append(executor.between_slices)
+        return len(measured)
+
+    measuring = asyncio.wrap_future(executor.submit_at(BACKGROUND, measurement))
+    while not started.is_set():  # the measurement holds the device thread from here on
+        await asyncio.sleep(0.005)
+
+    async def decode():
+        payloads = [await scheduler.step(visitor) for _ in range(STEPS)]
+        visitor_done.set()
+        return payloads
+
+    async def join():
+        joiner = new_session(loaded, LONG_PROMPT, 4, chunk=CHUNK)
+
+        def part():  # logs the prompt tokens this call fed
+            before = joiner.fed
+            more = joiner.prefill_part()
+            return joiner.fed - before, more
+        while await log.submit("prefill", part):
+            pass
+        await log.submit("prefill", lambda: (len(LONG_PROMPT) - joiner.fed, joiner.prefill()))
+        return [await scheduler.step(joiner) for _ in range(4)]
+
+    payloads, *joined = await asyncio.gather(decode(), *(join() for _ in range(JOINERS)))
+    assert await measuring < MEASURE_CAP  # the visitor finished while the measurement was still running
+
+    assert [p["step"] for p in payloads] == list(range(1, STEPS + 1))
+    assert all(len(j) == 4 for j in joined)
+    visitor_ticks = [i for i, (kind, mine) in enumerate(log.entries) if kind == "tick" and mine]
+    assert len(visitor_ticks) == STEPS
+    for a, b in zip(visitor_ticks, visitor_ticks[1:]):  # between two of the visitor's ticks: at most a chunk per joiner
+        fed = sum(n for kind, n in log.entries[a + 1:b] if kind == "prefill")
+        assert fed <= 2 * JOINERS * CHUNK, (a, b, log.entries[a:b + 1])
+    assert sum(n for kind, n in log.entries if kind == "prefill") == JOINERS * len(LONG_PROMPT)
+    assert executor.between_slices >= STEPS  # every visitor tick ran between the measurement's forward passes
+    assert measured and measured[-1] >= STEPS - 1  # ...and the measurement went on between them
+
+
+async def test_runs_finishing_together_share_one_weights_checksum_taken_in_slices(loaded, monkeypatch):
+    from explainer.services import checks as service_checks
+    from inference import checks
+    expected, calls, real = checks.weights_checksum(loaded.model), [], checks.parameter_sums
+    monkeypatch.setattr(checks, "parameter_sums", lambda group: (calls.append(len(group)), real(group))[1])
+    monkeypatch.setattr(service_checks, "SLICE_ELEMENTS", 20_000)  # the 260K-parameter model in several slices
+    crowd = await asyncio.gather(*(service_checks.weights_after_run("cpu", loaded.model) for _ in range(5)))
+    assert all(c == expected for c in crowd)  # the same bits as one pass
+    slices = len(checks.parameter_slices(loaded.model, 20_000))
+    assert slices > 1 and len(calls) == slices and sum(calls) == len(list(loaded.model.parameters()))
+    later = await service_checks.weights_after_run("cpu", loaded.model)  # after that one began: a fresh one
+    assert later == crowd[0] and len(calls) == 2 * slices
