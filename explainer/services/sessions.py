@@ -148,7 +148,8 @@ class VisitorRun(OnDemandAnswers):
             control.changed.clear()
             if self._idle_too_long():
                 control.idle_out()  # a paused crowd must not keep the slots: this run ends, its slot comes back
-            if control.state == STOPPING or self.session.finished:
+            # A fork in flight (computing while paused) may revive a finished session: wait for it, don't finish under it.
+            if control.state == STOPPING or (self.session.finished and not (control.computing and control.state == PAUSED)):
                 return False
             if control.step_asked or (control.state == RUNNING and not self.window.full):
                 self.session.unhold()
