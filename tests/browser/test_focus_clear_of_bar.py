@@ -14,16 +14,25 @@ WHERE = """() => {
   const bar = document.querySelector(".run-bar");
   const { top: barTop, bottom: barBottom } = bar.getBoundingClientRect();
   if (!node || node === document.body || node === document.documentElement) return { none: true };
+  // In the bar, across shadow roots (the map of the pipeline draws its stages in one).
+  const within = (n, outer) => { for (; n; n = n.parentNode || n.host) if (n === outer) return true; return false; };
   const seen = node.hasAttribute("data-focus-walk");
   node.setAttribute("data-focus-walk", "");
   const box = node.getBoundingClientRect();
   const cls = typeof node.className === "string" && node.className.trim() ? "." + node.className.trim().split(/\\s+/).join(".") : "";
   const label = `${node.localName}${node.id ? "#" + node.id : ""}${cls} in #${node.closest("section[id]")?.id ?? "page"}`
     + ` "${(node.getAttribute("aria-label") || node.textContent || "").trim().slice(0, 40)}"`;
-  return { seen, label, top: box.top, bottom: box.bottom, height: box.height, barTop, barBottom, inBar: bar.contains(node), viewport: innerHeight };
+  return { seen, label, top: box.top, bottom: box.bottom, height: box.height, barTop, barBottom, inBar: within(node, bar), viewport: innerHeight };
 }"""
 START = """(fromTop) => {
-  for (const n of document.querySelectorAll("[data-focus-walk]")) n.removeAttribute("data-focus-walk");
+  // The marks of an earlier walk, in the diagrams' shadow roots too (document.querySelectorAll stops at them).
+  const clear = (root) => {
+    for (const n of root.querySelectorAll("*")) {
+      n.removeAttribute("data-focus-walk");
+      if (n.shadowRoot) clear(n.shadowRoot);
+    }
+  };
+  clear(document);
   // Sequential navigation starts from a focused point: a bare mark at the top (or the bottom) of the body.
   const mark = Object.assign(document.createElement("span"), { tabIndex: -1, id: "focus-walk-start" });
   if (fromTop) document.body.prepend(mark); else document.body.append(mark);

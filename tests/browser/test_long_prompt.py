@@ -33,7 +33,8 @@ def test_a_long_prompt_is_joined_drawn_and_replays(page, site_url):
     detail = joined(frames, "detail")
     assert detail["data"]["shape"] == [tokens, tokens]
     page.locator("#btn-save").click()
-    expect(page.locator("#permalink")).to_have_attribute("href", re.compile("/runs/"))
+    # A recording of ~300 tokens' attention is megabytes to check and store: on a busy CI box that takes seconds.
+    expect(page.locator("#permalink")).to_have_attribute("href", re.compile("/runs/"), timeout=30_000)
     page.goto(site_url + page.locator("#permalink").get_attribute("href"))
     shows(page, "he-tokens", "data-token-count", tokens)
     shows(page, "he-attention", "data-heads", prefill["attention"]["heads"])

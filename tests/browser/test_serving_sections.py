@@ -9,13 +9,21 @@ from test_article import collect_frames, run_prompt
 # Every text the measure status line showed, in order (it changes faster than a poll could see).
 RECORD_STATUS = """
 window.heStatuses = [];
-new MutationObserver(() => {
-  for (const node of document.querySelectorAll("he-batch .he-status, he-quant .he-status")) {
-    const text = `${node.closest("he-batch, he-quant").localName}: ${node.textContent}`;
-    if (window.heStatuses[window.heStatuses.length - 1] !== text) window.heStatuses.push(text);
+const heLook = () => {
+  for (const host of document.querySelectorAll("he-batch, he-quant")) {
+    const root = host.shadowRoot;  // the diagrams draw in their shadow roots: watch each one too
+    if (!root) continue;
+    if (!root.heWatched) {
+      root.heWatched = true;
+      new MutationObserver(heLook).observe(root, { subtree: true, childList: true, characterData: true });
+    }
+    const node = root.querySelector(".he-status");
+    const text = node && `${host.localName}: ${node.textContent}`;
+    if (text && window.heStatuses[window.heStatuses.length - 1] !== text) window.heStatuses.push(text);
+    if (host.localName === "he-batch" && root.querySelector("progress")) window.heSawProgress = true;
   }
-  if (document.querySelector("he-batch progress")) window.heSawProgress = true;
-}).observe(document, { subtree: true, childList: true, characterData: true });
+};
+new MutationObserver(heLook).observe(document, { subtree: true, childList: true, characterData: true, attributes: true });
 """
 
 

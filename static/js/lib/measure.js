@@ -8,8 +8,9 @@ import { requestFromServer } from "../run-state.js";
 // page's own `no_server` for a replay that has no socket to ask.
 const MEASURE_ERRORS = new Set(["model_error", "out_of_range", "missing_field", "wrong_type", "invalid_value", "no_server"]);
 
-/** A recording replayed with no server (/runs/<id>): nothing can be measured on this page. */
-const replayPage = () => Boolean(document.querySelector("[data-run-id]"));
+/** A recording replayed with no server (/runs/<id>, or an embed of a run, example or src): nothing can be measured
+ *  there, and the control says so from its first drawing (asking first, then redrawing, would move the page). */
+const replayPage = (host) => Boolean(document.querySelector("[data-run-id]")) || ["run", "example", "src"].some((a) => host.hasAttribute(a));
 
 /** "2026-11-30T12:34:56+00:00" → "2026-11-30 12:34 UTC". */
 function when(iso) {
@@ -28,7 +29,7 @@ export class Measure {
     this.node = el("div", { class: "he-measure-bar" });
     this.node.append(this.button, this.status);
     this.button.addEventListener("click", () => this.request());
-    if (replayPage()) this.#needsServer();
+    if (replayPage(host)) this.#needsServer();
     else this.#askWhenSeen();
   }
 
