@@ -50,6 +50,7 @@ class VisitorRun(OnDemandAnswers):
         self.holds_slot = False
         self.device = "cpu"
         self.sending = asyncio.Lock()  # a split message's parts go out back to back
+        self.forking = False  # a fork is between its check and its forced step
         self.measuring: set[asyncio.Future] = set()  # measurements (and their progress sends) under way
 
     async def send(self, message: dict) -> None:
@@ -148,8 +149,8 @@ class VisitorRun(OnDemandAnswers):
             control.changed.clear()
             if self._idle_too_long():
                 control.idle_out()  # a paused crowd must not keep the slots: this run ends, its slot comes back
-            # A fork in flight (computing while paused) may revive a finished session: wait for it, don't finish under it.
-            if control.state == STOPPING or (self.session.finished and not (control.computing and control.state == PAUSED)):
+            # A fork asked for may revive a finished session: wait for it (it wakes us), don't finish under it.
+            if control.state == STOPPING or (self.session.finished and not self.forking):
                 return False
             if control.step_asked or (control.state == RUNNING and not self.window.full):
                 self.session.unhold()
@@ -255,14 +256,19 @@ class VisitorRun(OnDemandAnswers):
             return
         self.control.fork()  # paused from here: the driver starts no new step
         self.holds_slot = True
-        await self.control.quiet.wait()  # the step already in flight (at most one) goes out first
-        self.control.set_computing(True)
+        self.forking = True  # from here until its step is out, the driver must not finish the run under it
         try:
-            payload = await run_on(self.device, session.fork, step, token)
+            await self.control.quiet.wait()  # the step already in flight (at most one) goes out first
+            self.control.set_computing(True)
+            try:
+                payload = await run_on(self.device, session.fork, step, token)
+            finally:
+                self.control.set_computing(False)
+            await self.send(payload)
+            await self._flush()
         finally:
-            self.control.set_computing(False)
-        await self.send(payload)
-        await self._flush()
+            self.forking = False
+            self.control.wake()  # the driver looks again: the forked session may be finished (its last step forced)
         if restart:
             self.task = asyncio.create_task(self._drive())
         await self.send(status(PAUSED, "forked: resume or step"))
