@@ -78,10 +78,7 @@ def test_sessions_of_different_prompt_lengths_in_one_batch_match_their_lone_runs
 
 
 def test_a_row_is_the_sessions_own_attention_over_its_own_cache(stories):
-    sessions = [session(stories, ids, temperature=0.0) for ids in PROMPTS]
-    for s in sessions:
-        s.prefill()
-        s.step()
+    sessions = stepped_once(stories)
     assert all(can_batch(s) for s in sessions)
     lengths = [s.cache.get_seq_length() for s in sessions]
     forwards = batched_decode(sessions)
@@ -91,11 +88,17 @@ def test_a_row_is_the_sessions_own_attention_over_its_own_cache(stories):
         assert s.cache.get_seq_length() == length + 1 and f.batch_size == 3
 
 
-async def test_the_scheduler_batches_sessions_that_ask_together(stories):
+def stepped_once(stories) -> list:
+    """One greedy session per prompt, each prefilled and one step in: ready to decode together."""
     sessions = [session(stories, ids, temperature=0.0) for ids in PROMPTS]
     for s in sessions:
         s.prefill()
         s.step()
+    return sessions
+
+
+async def test_the_scheduler_batches_sessions_that_ask_together(stories):
+    sessions = stepped_once(stories)
     loop = asyncio.get_running_loop()
     scheduler = StepScheduler(lambda fn: loop.run_in_executor(None, fn), max_batch=2, max_wait_s=0.001)
     payloads = await asyncio.gather(*(scheduler.step(s) for s in sessions))
@@ -138,10 +141,7 @@ def test_prefill_alone_runs_every_chunk_and_a_short_prompt_is_one_pass(stories):
 
 
 async def test_a_tick_waits_for_the_sessions_of_the_last_tick_and_a_lone_session_never_waits(stories):
-    sessions = [session(stories, ids, temperature=0.0) for ids in PROMPTS]
-    for s in sessions:
-        s.prefill()
-        s.step()
+    sessions = stepped_once(stories)
     loop = asyncio.get_running_loop()
     scheduler = StepScheduler(lambda fn: loop.run_in_executor(None, fn), max_batch=8, max_wait_s=3600)
 
