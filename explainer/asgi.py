@@ -1,4 +1,5 @@
 """ASGI entry point: HTTP goes to Django, WebSockets to Channels, worker channels to inference workers."""
+import gc
 import os
 
 from django.core.asgi import get_asgi_application
@@ -44,3 +45,12 @@ application = ProtocolTypeRouter(
         "channel": worker_router,
     }
 )
+
+# Everything imported by now (Django, torch, transformers: a few hundred thousand objects) lives as long as the
+# process: move it out of the garbage collector's way. Otherwise each full collection walks it again, and under
+# a room's load that was a 200 ms pause in every visitor's step at once (bench/load.py, ITL p95).
+# And collect the old generation less often: a 32-visitor tick makes ~30,000 short-lived containers (each step's
+# nested lists), enough to start a full collection every second or two.
+gc.collect()
+gc.freeze()
+gc.set_threshold(10_000, 10, 100)

@@ -24,7 +24,11 @@ class ProtocolError(ValueError):
 
 def encode_frame(message: dict) -> str:
     """Strict JSON out (allow_nan=False): a non-finite number becomes a `non_finite` error, never a frame
-    with a bare NaN that a browser's JSON.parse refuses."""
+    with a bare NaN that a browser's JSON.parse refuses. A message encoded before (payload_builder.Encoded)
+    is sent as its text."""
+    text = getattr(message, "text", None)
+    if text is not None:
+        return text
     try:
         return json.dumps(message, allow_nan=False)
     except ValueError:

@@ -194,6 +194,9 @@ EXPLAINER_BATCH_WAIT_MS = float(os.environ.get("EXPLAINER_BATCH_WAIT_MS", "50"))
 # A new visitor's prompt is prefilled in chunks of this many tokens, each its own call on the device's
 # thread, so a long prompt never stalls the others' decode for more than one chunk (0: one pass).
 EXPLAINER_PREFILL_CHUNK = int(os.environ.get("EXPLAINER_PREFILL_CHUNK", "64"))
+# Visitors whose prompts fit one chunk and who press Enter together are prefilled in one batched pass (with
+# their causal-mask checks) between two decode ticks: at most this many padded prompt positions per pass.
+EXPLAINER_PREFILL_BATCH_TOKENS = int(os.environ.get("EXPLAINER_PREFILL_BATCH_TOKENS", "4096"))
 
 # Workshop mode (/host/): the host page's password; empty = workshop mode is off.
 EXPLAINER_HOST_PASSWORD = os.environ.get("EXPLAINER_HOST_PASSWORD", "")

@@ -10,6 +10,7 @@ import torch
 from .adapters import FamilyAdapter
 
 LENS_TOP = 5  # tokens per layer in the logit lens
+LOGITS_TOP = 10  # tokens of the final distribution a payload lists
 HEAD_TOP_KEYS = 3  # strongest keys kept per head in attention summaries
 LENS_FULL_BUDGET = 400_000  # layers x vocab up to which every layer is read by default (small models)
 LENS_COST_SHARE = 0.08  # otherwise: intermediate layers read so the lens costs about this share of a forward
@@ -65,29 +66,53 @@ def logit_lens(model, adapter: FamilyAdapter, residuals: torch.Tensor, layers: l
 
     residuals: (layers, hidden). The last layer's lens is the model's own logits: pass them to reuse them.
     """
-    last = residuals.shape[0] - 1
+    return logit_lens_rows(model, adapter, residuals[None], layers, None if final_logits is None else final_logits[None])[0]
+
+
+@torch.no_grad()
+def logit_lens_rows(model, adapter: FamilyAdapter, residuals: torch.Tensor, layers: list[int],
+                    final_logits: torch.Tensor | None = None) -> list[list[dict]]:
+    """logit_lens for a batch of rows read at the same layers, in one pass through the norm and LM head.
+
+    residuals: (rows, layers, hidden); final_logits: (rows, vocab) or None. One list of layer dicts per row.
+    """
+    last = residuals.shape[1] - 1
     if not adapter.lens_ok:  # intermediate layers cannot be read through this model's head
         layers = [layer for layer in layers if layer == last] if final_logits is not None else []
     if not layers:
-        return []
+        return [[] for _ in range(residuals.shape[0])]
     reuse = final_logits is not None and last in layers
     read = [layer for layer in layers if not (reuse and layer == last)]
-    logits = model.get_output_embeddings()(adapter.final_norm(model)(residuals[read])).float() if read else None  # (read, vocab)
+    logits = None
+    if read:  # (rows, read, vocab)
+        logits = model.get_output_embeddings()(adapter.final_norm(model)(residuals[:, read])).float()
     if reuse:
-        logits = final_logits.float()[None] if logits is None else torch.cat([logits, final_logits.float()[None]])
+        final = final_logits.float()[:, None]  # (rows, 1, vocab)
+        logits = final if logits is None else torch.cat([logits, final], dim=1)
         read = read + [last]
-    top_logits, top_i = logits.topk(LENS_TOP, dim=-1)  # (read, LENS_TOP)
+    top_logits, top_i = logits.topk(LENS_TOP, dim=-1)  # (rows, read, LENS_TOP)
     top_p = torch.exp(top_logits - torch.logsumexp(logits, dim=-1, keepdim=True))
-    rows = {layer: {"layer": layer, "ids": top_i[n].tolist(), "probs": [round(p, 4) for p in top_p[n].tolist()]}
-            for n, layer in enumerate(read)}
-    return [rows[layer] for layer in layers]
+    out = []
+    for ids_row, probs_row in zip(top_i.tolist(), top_p.tolist()):
+        found = {layer: {"layer": layer, "ids": ids_row[n], "probs": [round(p, 4) for p in probs_row[n]]}
+                 for n, layer in enumerate(read)}
+        out.append([found[layer] for layer in layers])
+    return out
+
+
+@torch.no_grad()
+def top_tokens(logits: torch.Tensor, k: int = LOGITS_TOP) -> list[list[tuple[int, float, float]]]:
+    """Per row of (rows, vocab) logits: the k highest as (id, logit, prob), prob the softmax over the whole row."""
+    values, ids = logits.float().topk(min(k, logits.shape[-1]), dim=-1)  # (rows, k)
+    probs = torch.exp(values - torch.logsumexp(logits.float(), dim=-1, keepdim=True))  # softmax, top entries only
+    return [list(zip(i, v, p)) for i, v, p in zip(ids.tolist(), values.tolist(), probs.tolist())]
 
 
 def head_top_keys(attn: torch.Tensor, k: int = HEAD_TOP_KEYS) -> tuple[list, list]:
     """For one query row per head: the strongest keys and their weights. attn: (layers, heads, keys)."""
     k = min(k, attn.shape[-1])
     weights, keys = attn.float().topk(k, dim=-1)  # (layers, heads, k)
-    return keys.tolist(), [[[round(w, 4) for w in head] for head in layer] for layer in weights.tolist()]
+    return keys.tolist(), (weights.double() * 1e4).round().div(1e4).tolist()  # 4 decimals, as round(w, 4)
 
 
 def block_average(matrix: torch.Tensor, blocks: int) -> torch.Tensor:

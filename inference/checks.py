@@ -6,21 +6,25 @@ import torch
 
 @torch.no_grad()
 def causal_mask_check(loaded, ids: list[int], change_at: int, replacement: int,
-                      prefill_hidden: torch.Tensor | None = None) -> dict:
+                      prefill_hidden: torch.Tensor | None = None, changed_hidden: torch.Tensor | None = None) -> dict:
     """Change the token at ``change_at`` and measure how much every position's residual stream moved.
 
     With a causal mask, positions before ``change_at`` cannot see it: their change is exactly 0.
     ``prefill_hidden``: the run's own prefill residuals (layers + 1, seq, hidden), float32, from one pass
     over ``ids``; the changed prompt then goes through the same pass (prefill_pass), so only one forward runs.
+    ``changed_hidden``: the changed prompt's residuals from the same batched pass as ``prefill_hidden``
+    (inference/batched_prefill.py): then no forward runs here.
     """
     if not 0 < change_at < len(ids):
         raise ValueError(f"change_at must be in [1, {len(ids) - 1}], got {change_at}")
     changed = list(ids)
     changed[change_at] = replacement
-    # Two separate passes of the same shape, not one batch: a batch row may take a different summation
-    # order in the matmuls and differ in the last bit, which is not what this check is about.
+    # Two passes of the same shape (or two equal-length rows of one pass), not rows of different batches:
+    # those may take a different summation order in the matmuls and differ in the last bit, which is not
+    # what this check is about.
     original = prefill_hidden if prefill_hidden is not None else prefill_pass(loaded, ids)
-    runs = [original, prefill_pass(loaded, changed)]  # 2 x (layers + 1, seq, hidden): the residual stream
+    twin = changed_hidden if changed_hidden is not None and prefill_hidden is not None else prefill_pass(loaded, changed)
+    runs = [original, twin]  # 2 x (layers + 1, seq, hidden): the residual stream
     moved = (runs[0] - runs[1]).abs().amax(dim=-1).amax(dim=0)  # (seq,)
     return {"change_at": change_at, "original": ids[change_at], "replacement": replacement,
             "max_abs_change": [float(x) for x in moved.tolist()],
@@ -75,6 +79,15 @@ def causal_position(prompt_ids: list[int], special_ids: set[int], decode) -> int
     words = [i for i, t in enumerate(prompt_ids) if i > 0 and t not in special_ids and decode([t]).strip().isalpha()]
     ordinary = [i for i, t in enumerate(prompt_ids) if i > 0 and t not in special_ids]
     return (words or ordinary or [None])[-1]
+
+
+def causal_change(ids: list[int], special_ids: set[int], decode, vocab_size: int) -> tuple[int, int] | None:
+    """(position, replacement) of the causal-mask check: its last word-like token and a different word-like
+    one; None when the prompt has no later token to change."""
+    position = causal_position(ids, special_ids, decode)
+    if position is None:
+        return None
+    return position, replacement_token(ids[position], vocab_size, special_ids, decode)
 
 
 def replacement_token(original: int, vocab_size: int, special_ids: set[int], decode) -> int:

@@ -67,6 +67,7 @@ class GenerationSession:
         self.started = self.first_token_at = None
         self.parts: list[ForwardRow] = []  # the prompt's chunks fed so far (prefill_part)
         self.prefill_hidden: torch.Tensor | None = None  # until the causal-mask check takes it
+        self.causal_twin: torch.Tensor | None = None  # the changed prompt's residuals, from the same batched pass
         self.fed = 0  # prompt positions in the cache
         self.held_at: float | None = None  # paused since (hold/unhold): left out of the timing figures
         self.kept.clear()
@@ -112,6 +113,21 @@ class GenerationSession:
         # One pass over the whole prompt: the causal-mask check compares the changed prompt with it (float32)
         self.prefill_hidden = None if self.parts or not self.adapter.has_cache else row.hidden
         self.parts, self.fed = [], len(self.ids)
+        with one_thread():
+            return self._captured_prefill(row)
+
+    def prefill_fits_one_pass(self, most_tokens: int) -> bool:
+        """Whether this prefill can be a row of a batched pass: not begun, cached, the prompt in one chunk."""
+        limit = min(self.prefill_chunk or most_tokens, most_tokens)
+        return self.pending is None and not self.step_index and not self.fed and self.adapter.has_cache and len(self.ids) <= limit
+
+    def prefilled_from(self, row: ForwardRow, cache, twin: torch.Tensor | None) -> dict:
+        """The prefill, from this session's row of a batched pass (inference/batched_prefill.py): its own cache,
+        and the causal-mask check's changed prompt from the same pass (`twin`)."""
+        if self.pending is not None or self.step_index:
+            raise SessionError("prefill already ran")
+        self.cache, self.fed = cache, len(self.ids)
+        self.prefill_hidden, self.causal_twin = (row.hidden, twin) if twin is not None else (None, None)
         with one_thread():
             return self._captured_prefill(row)
 
@@ -259,7 +275,7 @@ class GenerationSession:
 
     def close(self) -> None:
         """Free the cache and kept tensors (the session's only large state)."""
-        self.cache, self.pending, self.prefill_hidden = None, None, None
+        self.cache, self.pending, self.prefill_hidden, self.causal_twin = None, None, None, None
         self.kept.clear()
         self.finished = self.finished or "stopped"
 

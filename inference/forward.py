@@ -10,8 +10,10 @@ from dataclasses import dataclass, field, replace
 
 import torch
 from torch.nn.functional import pad
+from transformers import DynamicCache
 from transformers.cache_utils import DynamicLayer
 
+from .capture import logit_lens_rows, top_tokens
 from .discovery import is_attention
 
 
@@ -26,6 +28,8 @@ class ForwardRow:
     attentions: list[torch.Tensor] = field(default_factory=list)  # layers x (heads, new, keys)
     batch_size: int = 1  # sessions whose decode shared this pass
     source: str = "decode"  # prefill | decode: the pass a step samples from
+    lens: list[dict] | None = None  # the logit lens at the session's layers, when read with the batch (read_lens)
+    logits_top: list | None = None  # [(id, logit, prob)] the final distribution's top, when read with the batch
 
     def last_position(self, source: str) -> "ForwardRow":
         """What the next step samples from: the last position only (the prefill's full capture is sent and kept)."""
@@ -37,9 +41,42 @@ class ForwardRow:
         return self.hidden[:, -1]
 
 
+def read_lens(rows: list[ForwardRow], sessions) -> list[ForwardRow]:
+    """Each row with its logit lens at its session's layers and its logits' top tokens, read for every row of a
+    batch at once (one pass through the final norm and LM head, one top-k; not one per visitor)."""
+    groups: dict[tuple, list[int]] = {}
+    for i, session in enumerate(sessions):
+        groups.setdefault(tuple(session.lens_layers), []).append(i)
+    tops = top_tokens(torch.stack([row.logits for row in rows]))  # (rows, vocab) in one top-k
+    out = [replace(row, logits_top=top) for row, top in zip(rows, tops)]
+    for layers, members in groups.items():
+        first = sessions[members[0]]
+        residuals = torch.stack([rows[i].last_hidden[1:] for i in members])  # (members, layers, hidden)
+        finals = torch.stack([rows[i].logits for i in members])  # (members, vocab)
+        for i, lens in zip(members, logit_lens_rows(first.model, first.adapter, residuals, list(layers), finals)):
+            out[i] = replace(out[i], lens=lens)
+    return out
+
+
 def plain_cache(cache) -> bool:
     """Only DynamicLayer caches: positions append, nothing slides or recurs (chunks and batches are exact)."""
     return cache is not None and all(type(layer) is DynamicLayer for layer in cache.layers)
+
+
+def cache_holding(pairs) -> DynamicCache:
+    """A DynamicCache of plain layers holding these (keys, values) as they are (its constructor copies them)."""
+    pairs = list(pairs)
+    cache = DynamicCache(ddp_cache_data=[(None, None)] * len(pairs))  # empty DynamicLayers
+    for layer, (keys, values) in zip(cache.layers, pairs):
+        layer.lazy_initialization(keys, values)
+        layer.keys, layer.values = keys, values
+    return cache
+
+
+def own_cache(batched: DynamicCache, row: int, pad: int) -> DynamicCache:
+    """Row `row` of the batch's updated cache, without its left padding (a copy: the batch's tensors go)."""
+    return cache_holding((layer.keys[row:row + 1, :, pad:].clone(), layer.values[row:row + 1, :, pad:].clone())
+                         for layer in batched.layers)
 
 
 def joined_parts(parts: list[ForwardRow], keys: int) -> ForwardRow:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 
-from .payload_builder import encoded_size, part_payload
+from .payload_builder import encoded, encoded_size, part_payload
 
 PART_OVERHEAD = 256  # room for a part's own fields and one piece's path
 
@@ -19,6 +19,7 @@ def split_message(message: dict, max_bytes: int) -> list[dict]:
     """[message] when it fits; else the head and its parts, each encoding to at most ``max_bytes``."""
     if max_bytes <= 2 * PART_OVERHEAD:
         raise ValueError(f"max_bytes must be more than {2 * PART_OVERHEAD}, got {max_bytes}")
+    message = encoded(message)  # encoded once: the size here, the text for the socket
     size = encoded_size(message)
     if size <= max_bytes:
         return [message]

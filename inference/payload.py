@@ -6,7 +6,7 @@ Types: int, float, str, bool, list, object, packed (see "Packed arrays"), any; a
 """
 from __future__ import annotations
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 _TOKEN = {"id": ("int", "token id"), "text": ("str", "the piece decoded alone"),
           "special": ("bool", "a special token (role marker, end of message, BOS)")}
@@ -56,6 +56,7 @@ SCHEMA: dict[str, dict] = {
         "logits": _LOGITS,
         "kv": _KV,
         "timing": {"forward_ms": ("float", "the prefill forward pass"), "capture_ms": ("float", ""), "tokenize_ms": ("float", "template + tokenizer")},
+        "batch_size": ("int", "sessions whose prompts shared this prefill's forward pass (1: alone)"),
     },
     "step": {
         "type": ("str", "\"step\""), "schema_version": ("int", ""),

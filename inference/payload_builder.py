@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import json
 import time
+import weakref
 
 import torch
 
 from .adapters import rope_theta
-from .capture import block_average, block_edges, head_top_keys, logit_lens
+from .capture import block_average, block_edges, head_top_keys, logit_lens, top_tokens
 from .packing import packed, rounded
 from .forward import ForwardRow
 from .payload import SCHEMA_VERSION
@@ -20,7 +21,6 @@ from .sampling import SampleResult
 
 EMBED_DIMS = 16  # embedding/position dims sent per token (full rows on demand)
 ROTARY_FREQS = 8  # rotary frequency pairs sent per position (full angles on demand)
-LOGITS_TOP = 10
 # What goes in is decided by encoded size (JSON bytes), the unit of the transport's cap; messages past the
 # send cap still go out, split into parts (inference/frames.py), so these only keep messages reasonable.
 FULL_PREFILL_ATTENTION_BYTES = 176_000  # every prefill matrix is sent while they encode to at most this (3 frames)
@@ -28,35 +28,65 @@ SUMMARY_BLOCKS = 16
 STEP_FRAME_BYTES = 64_000  # a step adds every head's row only while it still encodes to one frame of this
 
 
+class Encoded(dict):
+    """A message with the text frame it encodes to (strict json.dumps, as explainer/protocol.encode_frame
+    sends it): made just before sending (frames.split_message), so the size and the socket share one
+    encoding. Never changed after it is made."""
+    __slots__ = ("text",)
+
+    def __init__(self, message: dict, text: str):
+        super().__init__(message)
+        self.text = text
+
+
+def encoded(message: dict) -> dict:
+    """The message with its text; as it is when it is not strict JSON (the send path names that error)."""
+    if isinstance(message, Encoded):
+        return message
+    try:
+        return Encoded(message, json.dumps(message, allow_nan=False))
+    except ValueError:
+        return message
+
+
 def encoded_size(message) -> int:
     """Bytes of the text frame: Channels' send_json is json.dumps with its defaults (ASCII-escaped)."""
-    return len(json.dumps(message).encode("utf-8"))
+    text = getattr(message, "text", None)
+    return len(text) if text is not None else len(json.dumps(message).encode("utf-8"))
+
+
+_pieces: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()  # tokenizer -> {token id: its text}
 
 
 def piece(tokenizer, token_id: int) -> str:
-    return tokenizer.decode([token_id])
+    """The token decoded alone (remembered per tokenizer: a step names about 50 tokens, 32 visitors a tick)."""
+    known = _pieces.get(tokenizer)
+    if known is None:
+        known = _pieces[tokenizer] = {}
+    text = known.get(token_id)
+    if text is None:
+        text = known[token_id] = tokenizer.decode([token_id])
+    return text
 
 
 def token_info(session, token_id: int) -> dict:
     return {"id": token_id, "text": piece(session.tokenizer, token_id), "special": token_id in session.special_ids}
 
 
-def logits_view(session, logits: torch.Tensor) -> dict:
-    values, ids = logits.topk(LOGITS_TOP)
-    probs = torch.exp(values - torch.logsumexp(logits, dim=-1))  # softmax of the raw logits, top entries only
+def logits_view(session, logits: torch.Tensor, read: list[tuple[int, float, float]] | None = None) -> dict:
+    """The final distribution's top tokens (`read`: already taken with the batch, ForwardRow.logits_top)."""
+    top = read if read is not None else top_tokens(logits[None])[0]
     return {"vocab_size": logits.shape[-1], "top": [
-        {"id": i, "text": piece(session.tokenizer, i), "logit": round(v, 4), "prob": round(p, 6)}
-        for v, i, p in zip(values.tolist(), ids.tolist(), probs.tolist())]}
+        {"id": i, "text": piece(session.tokenizer, i), "logit": round(v, 4), "prob": round(p, 6)} for i, v, p in top]}
 
 
 def lens_view(session, hidden_last: torch.Tensor, final_logits: torch.Tensor | None = None,
-              layers: list[int] | None = None) -> list[dict]:
-    """hidden_last: (layers + 1, hidden); the lens reads layer outputs (rows 1..layers), by default the session's."""
+              layers: list[int] | None = None, read: list[dict] | None = None) -> list[dict]:
+    """hidden_last: (layers + 1, hidden); the lens reads layer outputs (rows 1..layers), by default the session's.
+    `read`: the lens already read at the session's layers with its batch (ForwardRow.lens)."""
     layers = session.lens_layers if layers is None else layers
-    rows = logit_lens(session.model, session.adapter, hidden_last[1:], layers, final_logits)
-    for row in rows:
-        row["texts"] = [piece(session.tokenizer, i) for i in row["ids"]]
-    return rows
+    rows = read if read is not None else logit_lens(session.model, session.adapter, hidden_last[1:], layers, final_logits)
+    return [{**row, "texts": [piece(session.tokenizer, i) for i in row["ids"]]} for row in rows]
 
 
 def positions_view(session, count: int) -> dict:
@@ -122,9 +152,10 @@ def prefill_payload(session, row: ForwardRow) -> dict:
         "mask": {"kind": "causal", "size": p, "sliding_window": session.description.sliding_window},
         "attention": prefill_attention(row, p),
         "hidden_norms": packed(row.hidden.float().norm(dim=-1)),  # (layers + 1, P)
-        "lens": lens_view(session, row.last_hidden, row.logits),
-        "logits": logits_view(session, row.logits),
+        "lens": lens_view(session, row.last_hidden, row.logits, read=row.lens),
+        "logits": logits_view(session, row.logits, read=row.logits_top),
         "kv": session.kv(),
+        "batch_size": row.batch_size,
     }
     payload["timing"] = {"forward_ms": round(row.forward_ms, 3), "capture_ms": ms(time.perf_counter() - row.ended_at),
                          "tokenize_ms": prompt.tokenize_ms}
@@ -156,8 +187,8 @@ def step_payload(session, row: ForwardRow, draw: SampleResult, delta: str, force
         "attention": {"mode": "mean", "keys": attn.shape[-1], "mean": packed(attn.float().mean(dim=1)), "heads": None,
                       "top_keys": keys, "top_weights": weights},
         "hidden_norms": rounded(row.last_hidden.float().norm(dim=-1)),
-        "lens": lens_view(session, row.last_hidden, row.logits),
-        "logits": logits_view(session, row.logits),
+        "lens": lens_view(session, row.last_hidden, row.logits, read=row.lens),
+        "logits": logits_view(session, row.logits, read=row.logits_top),
         "stages": draw.stages,
         "probs": [{"id": i, "text": piece(session.tokenizer, i), "prob": p} for i, p in draw.probs_top],
         "draw": draw.draw, "greedy": session.params.greedy, "forced": forced,

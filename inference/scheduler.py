@@ -3,8 +3,9 @@
 Each tick the scheduler takes the sessions that asked for a step (up to max_batch, oldest first), runs
 their decode forwards as ONE batched pass, and hands each session its own row: logits, attention rows
 over its own cache, hidden states; each then samples from its row with its own parameters and seed, as a
-lone step would. Sessions join and leave between ticks; a prefill is its own call on the device thread, so
-it runs between two ticks. No Django here: the caller gives the device runner and the limits.
+lone step would. Sessions join and leave between ticks: the prefills waiting at a tick run first, as one
+batched pass of their own (inference/batched_prefill.py). No Django here: the caller gives the device
+runner and the limits.
 
 Caches of different lengths are stacked with left padding and an attention mask (transformers'
 continuous-batching PagedAttentionCache does not hand back per-session eager attention weights, which
@@ -18,10 +19,12 @@ import time
 from functools import partial
 
 import torch
-from transformers import DynamicCache
 
+from .batched_prefill import prefill_all
 from .capture import residual_stream
-from .forward import ForwardRow, aligned_attentions, last_rows, one_thread, plain_cache, synchronize
+from .discovery import is_attention
+from .forward import ForwardRow, one_thread, own_cache, plain_cache, read_lens, synchronize
+from .stacking import KeptStack, row_view, stacked_cache
 
 
 def can_batch(session) -> bool:
@@ -29,81 +32,72 @@ def can_batch(session) -> bool:
     return session.adapter.has_cache and session.step_index > 0 and not session.finished and plain_cache(session.cache)
 
 
-def cache_holding(pairs) -> DynamicCache:
-    """A DynamicCache of plain layers holding these (keys, values) as they are (its constructor copies them)."""
-    pairs = list(pairs)
-    cache = DynamicCache(ddp_cache_data=[(None, None)] * len(pairs))  # empty DynamicLayers
-    for layer, (keys, values) in zip(cache.layers, pairs):
-        layer.lazy_initialization(keys, values)
-        layer.keys, layer.values = keys, values
-    return cache
-
-
-def stacked_cache(sessions, lengths: list[int], longest: int) -> DynamicCache:
-    """Every session's cache, left-padded with zeros to the longest: (batch, kv_heads, longest, head_dim) per layer."""
-    def stacked(tensors):
-        out = tensors[0].new_zeros(len(tensors), tensors[0].shape[1], longest, tensors[0].shape[3])
-        for i, t in enumerate(tensors):
-            out[i, :, longest - lengths[i]:] = t[0]
-        return out
-    return cache_holding((stacked([s.cache.layers[n].keys for s in sessions]), stacked([s.cache.layers[n].values for s in sessions]))
-                         for n in range(len(sessions[0].cache.layers)))
-
-
-def own_cache(batched: DynamicCache, row: int, pad: int) -> DynamicCache:
-    """Row `row` of the batch's updated cache, without its left padding (a copy: the batch's tensors go)."""
-    return cache_holding((layer.keys[row:row + 1, :, pad:].clone(), layer.values[row:row + 1, :, pad:].clone())
-                         for layer in batched.layers)
-
-
 @torch.no_grad()
-def batched_decode(sessions) -> list[ForwardRow]:
-    """One forward pass feeding each session its last token on top of its own cache; one row each."""
+def batched_decode(sessions, kept: KeptStack | None = None) -> list[ForwardRow]:
+    """One forward pass feeding each session its last token on top of its own cache; one row each (in the
+    order of `sessions`). `kept`: the last tick's stack, fed again while it holds exactly these sessions."""
     model, adapter = sessions[0].model, sessions[0].adapter
-    lengths = [s.cache.get_seq_length() for s in sessions]
-    longest, batch = max(lengths), len(sessions)
+    reuse = kept is not None and kept.holds_all(sessions)
+    order = kept.order if reuse else list(sessions)  # rows in the stack's order
+    lengths = [s.cache.get_seq_length() for s in order]
+    longest, batch = max(lengths), len(order)
     mask = torch.zeros(batch, longest + 1, dtype=torch.long, device=model.device)  # (batch, keys + the new one)
     for i, length in enumerate(lengths):
         mask[i, longest - length:] = 1
-    input_ids = torch.tensor([[s.ids[-1]] for s in sessions], device=model.device)  # (batch, 1)
+    input_ids = torch.tensor([[s.ids[-1]] for s in order], device=model.device)  # (batch, 1)
     positions = torch.tensor([[length] for length in lengths], device=model.device)  # each its own position
     with one_thread():  # small per-row copies
-        cache = stacked_cache(sessions, lengths, longest)
-    with residual_stream(model, adapter) as residuals:
-        t0 = time.perf_counter()
-        out = model(input_ids=input_ids, attention_mask=mask, position_ids=positions, cache=cache, use_cache=True,
-                    output_attentions=True, logits_to_keep=1)
-        synchronize(model.device)
-        t1 = time.perf_counter()
-    with one_thread():  # small per-row copies
-        return own_rows(sessions, out, residuals, lengths, (t1 - t0) * 1e3, t1)
+        cache = kept.cache if reuse else stacked_cache(order, lengths, longest)
+    try:
+        with residual_stream(model, adapter) as residuals:
+            t0 = time.perf_counter()
+            out = model(input_ids=input_ids, attention_mask=mask, position_ids=positions, cache=cache, use_cache=True,
+                        output_attentions=True, logits_to_keep=1)
+            synchronize(model.device)
+            t1 = time.perf_counter()
+        with one_thread():  # small per-row copies
+            rows, caches = own_rows(order, out, residuals, lengths, (t1 - t0) * 1e3, t1, views=kept is not None)
+        rows = read_lens(rows, order)  # every thread: a top-k over rows x vocabulary is one large op
+    except Exception:
+        if reuse:  # the model may have appended to the kept stack already
+            kept.forget()
+        raise
+    for session, own in zip(order, caches):  # only once every row is out: a failure above changes no session
+        session.cache = own
+    if kept is not None:
+        kept.keep(order, out.cache)
+    by_session = {id(s): row for s, row in zip(order, rows)}
+    return [by_session[id(s)] for s in sessions]
 
 
-def own_rows(sessions, out, residuals, lengths: list[int], forward_ms: float, ended_at: float) -> list[ForwardRow]:
-    """Each session's row of the batched pass, and its own cache back (without the left padding)."""
+def own_rows(sessions, out, residuals, lengths: list[int], forward_ms: float, ended_at: float,
+             views: bool = False) -> tuple[list[ForwardRow], list]:
+    """Each session's row of the batched pass, and its own cache without the left padding (a copy, or with
+    `views` a view of the stack that KeptStack keeps). A decode row keeps only its last position's attention
+    (what the step sends), cut from one stack of every layer's weights."""
     longest, batch = max(lengths), len(sessions)
+    layers = sessions[0].description.layers
+    weights = [a for a in (getattr(out, "attentions", None) or ()) if is_attention(a, 1, longest + 1)][-layers:]
+    attention = torch.stack(weights)[:, :, :, 0] if weights else None  # (layers, batch, heads, keys)
+    hidden = torch.stack(residuals)[:, :, -1]  # (layers + 1, batch, hidden)
     rows, caches = [], []
     for i, session in enumerate(sessions):
         pad = longest - lengths[i]
-        caches.append(own_cache(out.cache, i, pad))
-        returned = [a[i:i + 1, :, :, pad:] for a in (getattr(out, "attentions", None) or ())]
-        attentions = aligned_attentions(returned, 1, len(session.ids), session.description.layers)
-        rows.append(ForwardRow(logits=out.logits[i, -1].float(), hidden=torch.stack([r[i] for r in residuals]),
-                               last_attn=last_rows(attentions, 1), forward_ms=forward_ms, ended_at=ended_at,
-                               attentions=attentions, batch_size=batch))
-    for session, own in zip(sessions, caches):  # only once every row is out: a failure above changes no session
-        session.cache = own
-    return rows
+        caches.append(row_view(out.cache, i, pad) if views else own_cache(out.cache, i, pad))
+        last_attn = attention[:, i, :, pad:] if attention is not None else torch.zeros(0, 0, 1)  # (layers, heads, keys)
+        rows.append(ForwardRow(logits=out.logits[i, -1].float(), hidden=hidden[:, i, None], last_attn=last_attn,
+                               forward_ms=forward_ms, ended_at=ended_at, batch_size=batch))
+    return rows, caches
 
 
-def step_all(sessions) -> list:
+def step_all(sessions, kept: KeptStack | None = None) -> list:
     """One tick on the device thread: the batched forward, then each session's own step (a payload, or the
     exception that session raised: one visitor's failure is not another's)."""
     ready = [s for s in sessions if can_batch(s)]
     forwards: dict[int, ForwardRow] = {}
     if len(ready) > 1:
         try:
-            forwards = {id(s): f for s, f in zip(ready, batched_decode(ready))}
+            forwards = {id(s): f for s, f in zip(ready, batched_decode(ready, kept))}
         except Exception:  # noqa: BLE001 - e.g. out of memory for the stacked cache: each steps alone instead
             forwards = {}
     results = []
@@ -112,25 +106,42 @@ def step_all(sessions) -> list:
             results.append(session.step(forward=forwards.get(id(session))))
         except Exception as exc:  # noqa: BLE001 - handed to that session's driver
             results.append(exc)
+    if kept is not None:  # a finished run keeps its cache (the page asks about it), not the batch's
+        kept.let_go([s for s in sessions if s.finished])
     return results
 
 
-class StepScheduler:
-    """One per device: sessions await step(); ticks run them in batches on the device's thread."""
+def _nothing() -> None:
+    """A device call that only waits for its turn."""
 
-    def __init__(self, run, max_batch: int, max_wait_s: float):
+
+class StepScheduler:
+    """One per device: sessions await prefill() and step(); ticks run them in batches on the device's thread."""
+
+    def __init__(self, run, max_batch: int, max_wait_s: float, prefill_tokens: int = 4096):
         self.run = run  # async callable: run(fn) -> fn() on the device's thread
         self.max_batch, self.max_wait_s = max(1, max_batch), max(0.0, max_wait_s)
+        self.prefill_tokens = max(1, prefill_tokens)  # padded positions per batched prefill pass (its memory)
         self.waiting: list[tuple[object, asyncio.Future]] = []
+        self.prefilling: list[tuple[object, asyncio.Future]] = []
         self.ticker: asyncio.Task | None = None
         self.ticks = self.stepped = 0  # figures: mean batch size = stepped / ticks
+        self.prefill_passes = self.prefilled = 0  # and of prefills: prefilled / prefill_passes
         self.returning: set[int] = set()  # sessions of the last tick that did not finish: they will ask again
+        self.kept = KeptStack()  # the last tick's stacked cache (device thread only)
         self.asked = asyncio.Event()  # set whenever a session asks for a step
 
     async def step(self, session) -> dict:
         """This session's next step payload, computed in the next tick."""
+        return await self._ask(self.waiting, session)
+
+    async def prefill(self, session) -> dict:
+        """This session's prefill payload, computed between two ticks with every other prefill waiting then."""
+        return await self._ask(self.prefilling, session)
+
+    async def _ask(self, queue: list, session) -> dict:
         future = asyncio.get_running_loop().create_future()
-        self.waiting.append((session, future))
+        queue.append((session, future))
         self.asked.set()
         if self.ticker is None or self.ticker.done():
             self.ticker = asyncio.create_task(self._ticks())
@@ -148,28 +159,54 @@ class StepScheduler:
             except TimeoutError:
                 return
 
+    def _joining(self) -> list[tuple[object, asyncio.Future]]:
+        """The prefills of the next pass, oldest first: as many as fit max_batch and prefill_tokens (at least one)."""
+        if not self.prefilling:
+            return []
+        taken, rows, longest = 0, 0, 0
+        for session, _ in self.prefilling:
+            more_rows, more_longest = rows + 2, max(longest, len(session.ids))  # 2: the prompt and its causal twin
+            if taken and (taken == self.max_batch or more_rows * more_longest > self.prefill_tokens):
+                break
+            taken, rows, longest = taken + 1, more_rows, more_longest
+        batch = [(s, f) for s, f in self.prefilling[:taken] if not f.done()]
+        del self.prefilling[:taken]
+        return batch
+
     async def _ticks(self) -> None:
-        while self.waiting:
+        while self.waiting or self.prefilling:
+            if self.prefilling:  # wait for the device's turn, then take every newcomer that arrived meanwhile
+                await self.run(_nothing)
+            joining = self._joining()  # newcomers join between two decode ticks, one pass of them per tick
+            if joining:
+                await self._run_batch(prefill_all, joining)
+                self.prefill_passes, self.prefilled = self.prefill_passes + 1, self.prefilled + len(joining)
+            if not self.waiting:
+                continue
             await self._gather()
             batch = [(s, f) for s, f in self.waiting[:self.max_batch] if not f.done()]
             del self.waiting[:self.max_batch]
             if not batch:
                 continue
-            try:
-                results = await self.run(partial(step_all, [s for s, _ in batch]))
-            except asyncio.CancelledError:
-                for _, future in batch + self.waiting:
-                    future.cancel()
-                raise
-            except Exception as exc:  # the tick itself failed: every session in it hears
-                results = [exc] * len(batch)
-            finally:
-                self.ticks, self.stepped = self.ticks + 1, self.stepped + len(batch)
+            results = await self._run_batch(partial(step_all, kept=self.kept), batch)
+            self.ticks, self.stepped = self.ticks + 1, self.stepped + len(batch)
             self.returning = {id(s) for (s, _), r in zip(batch, results) if isinstance(r, dict) and not r.get("stop_reason")}
-            for (_, future), result in zip(batch, results):
-                if future.done():
-                    continue
-                if isinstance(result, BaseException):
-                    future.set_exception(result)
-                else:
-                    future.set_result(result)
+
+    async def _run_batch(self, fn, batch: list[tuple[object, asyncio.Future]]) -> list:
+        """fn(sessions) on the device's thread; each future gets its session's result or exception."""
+        try:
+            results = await self.run(partial(fn, [s for s, _ in batch]))
+        except asyncio.CancelledError:
+            for _, future in batch + self.waiting + self.prefilling:
+                future.cancel()
+            raise
+        except Exception as exc:  # the pass itself failed: every session in it hears
+            results = [exc] * len(batch)
+        for (_, future), result in zip(batch, results):
+            if future.done():
+                continue
+            if isinstance(result, BaseException):
+                future.set_exception(result)
+            else:
+                future.set_result(result)
+        return results

@@ -12,12 +12,15 @@ from inference.payload_builder import check_payload as check_message, piece
 def causal_mask(session) -> dict:
     """Replace the prompt's last ordinary token: every earlier position's hidden state must not move."""
     ids, tok = session.prompt.ids, session.tokenizer
-    position = checks.causal_position(ids, session.special_ids, tok.decode)
-    if position is None:
+    change = checks.causal_change(ids, session.special_ids, tok.decode, session.description.vocab_size)
+    if change is None:
         return check_message("causal_mask", True, {"change_at": None, "reason": "the prompt has no later token to change"})
-    replacement = checks.replacement_token(ids[position], session.description.vocab_size, session.special_ids, tok.decode)
-    own, session.prefill_hidden = session.prefill_hidden, None  # the run's own prefill, then freed
-    result = checks.causal_mask_check(session.loaded, ids, position, replacement, own)
+    position, replacement = change
+    own, twin = session.prefill_hidden, session.causal_twin  # the run's own prefill (and its twin), then freed
+    session.prefill_hidden = session.causal_twin = None
+    result = checks.causal_mask_check(session.loaded, ids, position, replacement, own, twin)
+    if twin is not None and not result["earlier_unchanged"]:  # rows of one batch disagreed: two lone passes decide
+        result = checks.causal_mask_check(session.loaded, ids, position, replacement)
     result["original"] = {"id": ids[position], "text": piece(tok, ids[position])}
     result["replacement"] = {"id": replacement, "text": piece(tok, replacement)}
     return check_message("causal_mask", result["earlier_unchanged"], result)

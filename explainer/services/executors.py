@@ -128,7 +128,7 @@ def scheduler_for(device: str) -> StepScheduler:
     per_device = _schedulers.setdefault(asyncio.get_running_loop(), {})
     if device not in per_device:
         per_device[device] = StepScheduler(partial(run_on, device), settings.EXPLAINER_MAX_BATCH,
-                                           settings.EXPLAINER_BATCH_WAIT_MS / 1e3)
+                                           settings.EXPLAINER_BATCH_WAIT_MS / 1e3, settings.EXPLAINER_PREFILL_BATCH_TOKENS)
     return per_device[device]
 
 

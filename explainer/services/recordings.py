@@ -45,7 +45,14 @@ def _v1_to_v2(payload: dict) -> dict:
     return payload
 
 
-UPGRADES = {0: _v0_to_v1, 1: _v1_to_v2}  # from version -> function(payload) giving version + 1; one per schema change
+def _v2_to_v3(payload: dict) -> dict:
+    """Version 2 came before batched prefills: every prefill ran in a forward pass of its own."""
+    if payload.get("type") == "prefill" and "batch_size" not in payload:
+        payload["batch_size"] = 1
+    return payload
+
+
+UPGRADES = {0: _v0_to_v1, 1: _v1_to_v2, 2: _v2_to_v3}  # from version -> function(payload) giving version + 1; one per schema change
 
 
 def upgrade(payloads: list[dict], from_version: int) -> list[dict]:

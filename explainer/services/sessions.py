@@ -14,6 +14,7 @@ from explainer.services.executors import run_on, scheduler_for
 from explainer.services.requests import LOADING, READER_PAUSED, OnDemandAnswers
 from explainer.services.run_errors import ENGINE_ERRORS, OUT_OF_MEMORY, as_error, refusal, wrapped
 from explainer.services.run_state import FINISHED, HELD, PAUSED, RUNNING, STOPPING, RunControl, status
+from inference.batched_prefill import MOST_PROMPT_TOKENS
 from inference.engine import GenerationSession
 from inference.frames import split_message
 from inference.loading import ModelNotAvailable
@@ -114,9 +115,7 @@ class VisitorRun(OnDemandAnswers):
         self.control.set_computing(True)
         try:
             await self.send(session_payload(self.session))
-            while await run_on(self.device, self.session.prefill_part):
-                pass  # a long prompt in chunks, each its own device call: decode ticks run between them
-            await self.send(await run_on(self.device, self.session.prefill))
+            await self.send(await self._prefill())
             await self.send(await run_on(self.device, checks.causal_mask, self.session))
             self.rows_before = await run_on(self.device, checks.embedding_rows, self.session)
         finally:
@@ -124,6 +123,15 @@ class VisitorRun(OnDemandAnswers):
         self.control.prefilled()
         await self.send(status(self.control.after_prefill))  # the start's answer: what it asked for
         await self._flush()  # then what pause/resume said meanwhile
+
+    async def _prefill(self) -> dict:
+        """With the other visitors joining now (one batched pass), or a long prompt alone in chunks, each its
+        own device call: decode ticks run between them."""
+        if self.session.prefill_fits_one_pass(MOST_PROMPT_TOKENS):
+            return await scheduler_for(self.device).prefill(self.session)
+        while await run_on(self.device, self.session.prefill_part):
+            pass
+        return await run_on(self.device, self.session.prefill)
 
     async def _drive(self) -> None:
         """Step while the state says so, and end with `done` and the checks."""

@@ -47,6 +47,16 @@ def test_a_message_that_fits_goes_out_as_it_is():
     assert split_message(message, 1000) == [message]
 
 
+def test_a_message_is_encoded_once_for_its_size_and_its_frame():
+    from explainer.protocol import encode_frame
+    message = {"type": "step", "text": "caf\u00e9 <b>", "values": [0.5, 1.25]}
+    [frame] = split_message(message, 1000)
+    assert frame == message and frame.text == json.dumps(message) and encoded_size(frame) == len(json.dumps(message))
+    assert encode_frame(frame) is frame.text  # the socket sends the text the size was read from
+    [bad] = split_message({"type": "step", "forward_ms": float("nan")}, 1000)  # not strict JSON: no text kept
+    assert not hasattr(bad, "text") and json.loads(encode_frame(bad))["code"] == "non_finite"
+
+
 def test_strings_with_escapes_and_lists_are_cut_by_encoded_size_and_join_back():
     message = {"type": "prefill", "template": {"text": "é\"\\ ☃ 𝄞 " * 4000}, "tokens": [{"id": i, "text": "ü" * (i % 7)} for i in range(3000)],
                "attention": {"blocks": {"dtype": "float16", "shape": [5], "b64": "QUJD" * 30000}}, "small": [1, 2]}
