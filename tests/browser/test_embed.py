@@ -236,3 +236,26 @@ def test_an_embedded_recording_says_measuring_needs_the_live_server(page, site_u
     assert batch.locator(".he-error").count() == 0  # not a refusal: a recording simply has no server
     assert sockets == []
     assert not page.errors, page.errors
+
+
+def test_a_replay_offers_no_fork_and_a_live_embed_does(page, site_url, recording, author_page):
+    """"Continue from step N with …" needs a live run: a recording replayed (element or iframe) shows no fork row."""
+    run_id, _ = recording
+    forked = ("logits", "filter", "dice")  # the diagrams with a fork row
+    body = "".join(f'<he-{s} run="{run_id}" step="2"></he-{s}>' for s in forked)
+    body += f'<he-dice prompt="{LIVE_PROMPT}" max_new_tokens="3" autostart id="live"></he-dice>'
+    body += f'<iframe data-he-embed src="{site_url}/embed/dice/?run={run_id}&step=2"></iframe>'
+    page.goto(author_page("forks.html", html(site_url, body)))
+    for s in forked:
+        page.wait_for_selector(f"he-{s}[run][data-rendered]", state="attached", timeout=20_000)
+        assert page.locator(f"he-{s}[run] .he-forks, he-{s}[run] button.he-fork").count() == 0, s
+        assert "Continue from step" not in page.locator(f"he-{s}[run]").evaluate("e => e.shadowRoot.textContent"), s
+    frame = page.frame_locator("iframe")
+    frame.locator("he-dice[data-rendered]").wait_for(state="attached", timeout=20_000)
+    assert frame.locator(".he-forks, button.he-fork").count() == 0
+    # The live one, finished, offers the row: one button per other candidate, each asking for a fork.
+    page.wait_for_selector("#live .he-embed-caption[data-state=finished]", timeout=90_000)
+    page.locator("#live").scroll_into_view_if_needed()
+    expect(page.locator("#live .he-forks")).to_have_count(1)
+    assert page.locator("#live button.he-fork").count() > 0
+    assert not page.errors, page.errors
