@@ -75,6 +75,7 @@ export class ReplayFeed extends Feed {
   constructor(origin, { run = null, example = null, src = null }) {
     super(origin);
     Object.assign(this, { runId: run, example, src, phase: "loading", text: "Loading the recording…", recording: null });
+    this.state.forkable = false;  // no live run to continue from another token: the diagrams offer no fork
   }
 
   get ready() { return this.phase === "replay"; }

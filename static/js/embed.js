@@ -9,7 +9,7 @@
 // (`controls`, `caption`: lib/choose.js). One with none of them says so. The script also sizes
 // <iframe data-he-embed> embeds from their `he-embed-size` messages, and is the script of those iframes.
 import { FeedRegistry, LiveFeed, SECTIONS, anchorOf } from "./embed-driver.js";
-import { el } from "./lib/base-element.js";
+import { addControl, el } from "./lib/base-element.js";
 import { addExportBar, sourceOfFeed } from "./export-bar.js";
 import { STEPPED, captionOn, controlsOf, resolveStep } from "./lib/choose.js";
 
@@ -24,30 +24,27 @@ const emptyLines = new WeakMap(); // element -> its "nothing to show" line
 // The iframe page /embed/<section>/ (its template links the styles and the article itself).
 const isEmbedPage = () => document.body?.hasAttribute("data-he-embed-page") ?? false;
 
-// ---- styles: each diagram brings its own (elements.css in its shadow root); the page gets embed.css only ------
+// ---- styles: each diagram brings its own (elements.css in its shadow root, the controls beside it too) ----------
 
-/** Once per document: embed.css, for the caption and prompt box embed.js adds beside the diagrams. */
-async function injectStyles() {
+/** Once per document: embed.css, which reserves the diagrams' heights (the author may have linked it already). */
+function injectStyles() {
   const root = document.documentElement;
-  if (root.hasAttribute("data-he-embed-styles") || document.querySelector(`link[href$="/static/css/embed.css"]`)) return;
+  if (root.hasAttribute("data-he-embed-styles") || document.querySelector('link[rel=stylesheet][href$="/css/embed.css"]')) return;
   root.setAttribute("data-he-embed-styles", ORIGIN);
-  // The author may have linked embed.css in the head already (it reserves the diagrams' heights: embed.css).
-  if (!document.querySelector('link[rel=stylesheet][href$="/css/embed.css"]')) {
-    document.head.append(el("link", { rel: "stylesheet", href: new URL("../css/embed.css", import.meta.url).href }));
-  }
+  document.head.append(el("link", { rel: "stylesheet", href: new URL("../css/embed.css", import.meta.url).href }));
 }
 
-// ---- captions and the live prompt box -------------------------------------------------------
+// ---- captions, the live prompt box and the step scrubber: inside the element's shadow root (addControl) ----
 
 /** The line under an embedded diagram: what it shows, and a link to the full article. */
 function addCaption(element, feed) {
-  const caption = el("p", { class: "he-embed-caption", "data-theme": element.getAttribute("theme") });
+  const caption = el("p", { class: "he-embed-caption" });
   const status = el("span", { class: "he-embed-status", "aria-live": "polite" });
   caption.append(status);
   // The link: the author's article-href, else where the feed's recording says its replay is (known once loaded).
   const link = el("a", { target: "_blank", rel: "noopener" }, "Hit Enter — full article");
   const section = anchorOf(element.localName.slice(3));
-  element.after(caption);
+  addControl(element, caption, "below");
   const update = () => {
     caption.dataset.state = feed.phase;
     status.textContent = feed.text;
@@ -63,7 +60,7 @@ function addCaption(element, feed) {
 
 /** A small prompt box above the first element of a live feed: the reader can run it on their own words. */
 function addPromptBox(element, feed) {
-  const form = el("form", { class: "he-embed-form", autocomplete: "off", "data-theme": element.getAttribute("theme") });
+  const form = el("form", { class: "he-embed-form", autocomplete: "off" });
   const input = el("input", { type: "text", name: "prompt", "aria-label": "Prompt", maxlength: "2000" });
   input.value = feed.prompt;
   const play = el("button", { type: "submit", class: "primary" }, "Play");
@@ -78,8 +75,7 @@ function addPromptBox(element, feed) {
   };
   feed.addEventListener("change", update);
   update();
-  element.before(form);
-  return form;
+  return addControl(element, form, "above");
 }
 
 /** A step scrubber above a stepped diagram: it writes the element's `step` attribute. */
@@ -88,7 +84,7 @@ function addScrubber(element, feed) {
   const out = el("output", { class: "he-embed-step" });
   const label = el("label", {}, "Step ");
   label.append(input);
-  const box = el("div", { class: "he-embed-scrubber", "data-theme": element.getAttribute("theme") });
+  const box = el("div", { class: "he-embed-scrubber" });
   box.append(label, out);
   input.addEventListener("input", () => element.setAttribute("step", input.value));
   const update = () => {
@@ -102,8 +98,7 @@ function addScrubber(element, feed) {
   feed.addEventListener("change", update);
   new MutationObserver(update).observe(element, { attributes: true, attributeFilter: ["step"] });
   update();
-  element.before(box);
-  return box;
+  return addControl(element, box, "above");
 }
 
 /** The line an element with no source gets instead of an empty box. */
@@ -111,20 +106,14 @@ function sayNothing(element) {
   if (driven.has(element) || emptyLines.has(element)) return;
   const line = el("p", { class: "he-embed-caption", "data-state": "empty", role: "note" }, NOTHING);
   emptyLines.set(element, line);
-  element.after(line);
+  loadElement(element);
+  addControl(element, line, "below");
 }
 
-// Space the diagram keeps before its data (embed.css, --he-reserve per section) covers what is added around it:
-// the element's share shrinks by their height (kept up as a caption's text wraps), so nothing below it moves.
-function keepReserve(element, added) {
-  const margins = (node) => parseFloat(getComputedStyle(node).marginTop) + parseFloat(getComputedStyle(node).marginBottom);
-  const update = () => {
-    const around = added.reduce((sum, node) => sum + node.offsetHeight + margins(node), margins(element));
-    element.style.minHeight = `max(0px, calc(var(--he-reserve, 0px) - ${Math.ceil(around)}px))`;
-  };
-  const watcher = new ResizeObserver(update);
-  for (const node of added) watcher.observe(node);
-  update();
+function loadElement(element) {
+  element.setAttribute("data-he-eager", "");  // draw off screen too: the embed sizes itself before it is scrolled to
+  import(new URL(`./elements/${element.localName}.js`, import.meta.url).href)
+    .catch((err) => console.warn(`Hit Enter: diagram ${element.localName} did not load`, err));
 }
 
 // ---- driving the elements -------------------------------------------------------------------
@@ -139,17 +128,13 @@ function drive(element) {
   const first = feed.elements.size === 0;
   const controls = controlsOf(element.getAttribute("controls"));
   const live = feed instanceof LiveFeed;
-  element.setAttribute("data-he-eager", "");  // draw off screen too: the embed sizes itself before it is scrolled to
-  import(new URL(`./elements/${element.localName}.js`, import.meta.url).href)
-    .catch((err) => console.warn(`Hit Enter: diagram ${element.localName} did not load`, err));
-  const added = [];
-  if (first && live && controls === "full") added.push(addPromptBox(element, feed));
-  if (controls !== "none" && STEPPED.includes(element.localName.slice(3))) added.push(addScrubber(element, feed));
+  loadElement(element);
+  if (first && live && controls === "full") addPromptBox(element, feed);
+  if (controls !== "none" && STEPPED.includes(element.localName.slice(3))) addScrubber(element, feed);
   feed.attach(element);
   // controls="none" is the bare diagram: no export buttons either.
-  if (controls !== "none") added.push(addExportBar(element, { source: async () => sourceOfFeed(feed, element), iframe: isEmbedPage() }));
-  if (captionOn(element.getAttribute("caption"))) added.push(addCaption(element, feed));
-  keepReserve(element, added);
+  if (controls !== "none") addExportBar(element, { source: async () => sourceOfFeed(feed, element), iframe: isEmbedPage() });
+  if (captionOn(element.getAttribute("caption"))) addCaption(element, feed);
   // Without a prompt box nothing could press Play: a live diagram with fewer controls runs at once.
   const autostart = element.hasAttribute("autostart") || controls !== "full";
   if (live && autostart && !feed.started) feed.start();
@@ -205,7 +190,7 @@ function postHeight() {
 }
 
 function init() {
-  injectStyles().catch((err) => console.warn("Hit Enter: the diagrams' styles did not load", err));
+  injectStyles();
   sizeIframes();
   postHeight();
   scan();

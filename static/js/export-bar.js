@@ -1,30 +1,15 @@
 // The row of buttons under a diagram: "Download SVG", "Download PNG" of what it shows now, and "Copy embed
 // code" for a snippet that shows the same run, step, layer and head on another page (docs/embedding.md).
-// Added from outside the diagram (after it), on the article (article.js) and in embeds (embed.js).
-import { el } from "./lib/base-element.js";
+// Added from outside the diagram, on the article (article.js) and in embeds (embed.js), into the element's own
+// shadow root under the diagram (its styles are elements.css's, so the page's CSS cannot restyle the buttons).
+import { addControl, el } from "./lib/base-element.js";
 
 const EMBED_SCRIPT = new URL("./embed.js", import.meta.url).href;
 const HOST = new URL(import.meta.url).origin;
 const VIEW = ["step", "layer", "head"];  // what an embed snippet pins, read from the diagram's current view
 // The author's own presentation choices (docs/embedding.md), carried over as they are.
 const KEPT = ["theme", "controls", "caption", "article-href"];
-const STYLE = `
-.he-export-bar { display: flex; flex-wrap: wrap; align-items: center; gap: 0.4rem; margin: 0.4rem 0 1rem; font-size: 0.85rem; }
-.he-export-bar button { font: inherit; padding: 0.15rem 0.6rem; cursor: pointer; }
-.he-export-bar button:focus-visible { outline: 2px solid var(--accent, currentColor); outline-offset: 2px; }
-.he-export-bar .he-export-status:empty { display: none; }
-.he-export-bar textarea { flex-basis: 100%; min-height: 4.5em; font: 0.8rem ui-monospace, monospace; }
-`;
-let styled = false;
-
-/** The bar's few rules, once per document, as a constructed stylesheet (the site's CSP refuses inline styles). */
-function adoptStyle() {
-  if (styled) return;
-  styled = true;
-  const sheet = new CSSStyleSheet();
-  sheet.replaceSync(STYLE);
-  document.adoptedStyleSheets = [...document.adoptedStyleSheets, sheet];
-}
+const bars = new WeakMap();  // element -> its bar
 
 /** A value as a double-quoted HTML attribute (prompts are visitors' text). */
 const quote = (value) => `"${String(value).replace(/&/g, "&amp;").replace(/"/g, "&quot;").replace(/</g, "&lt;").replace(/>/g, "&gt;")}"`;
@@ -117,12 +102,11 @@ async function copyText(bar, text) {
 }
 
 /**
- * A bar of export buttons right after `element`. `source()` resolves to what the embed shows (saving the run
+ * A bar of export buttons under the diagram `element`, inside its shadow root. `source()` resolves to what the embed shows (saving the run
  * first where needed) or throws with the reason; without it there is no "Copy embed code".
  */
 export function addExportBar(element, { source = null, iframe = false } = {}) {
-  if (element.nextElementSibling?.classList.contains("he-export-bar")) return element.nextElementSibling;
-  adoptStyle();
+  if (bars.has(element)) return bars.get(element);
   const name = element.localName.replace(/^he-/, "");
   const bar = el("div", { class: "he-export-bar", role: "group", "aria-label": `Export the ${name} diagram`, "data-for": element.localName });
   const status = el("output", { class: "he-export-status", "aria-live": "polite" });
@@ -148,6 +132,6 @@ export function addExportBar(element, { source = null, iframe = false } = {}) {
   }));
   if (source) bar.append(button("Copy embed code", "embed", async () => copyText(bar, embedSnippet(element, await source(), { iframe }))));
   bar.append(status);
-  element.after(bar);
-  return bar;
+  bars.set(element, bar);
+  return addControl(element, bar, "below");
 }

@@ -17,13 +17,14 @@ export class RunState {
     this.servingProgress = {}; // the last `serving_progress` of a measurement under way, by `what`
     this.servingBusy = {}; // the last `busy` that refused a measurement (it names its `what`), by `what`
     this.version = 0;      // bumps on every change
+    this.forkable = true;  // false: a recording an embed replays, with no session on the server to fork
   }
 
   /** Fold one server message into the state; returns true when it changed. */
   apply(msg) {
     switch (msg.type) {
       // Serving measurements describe the server, not the run: a new run keeps them.
-      case "session": Object.assign(this, new RunState(), { session: msg, serving: this.serving, servingProgress: this.servingProgress, servingBusy: this.servingBusy }); break;
+      case "session": Object.assign(this, new RunState(), { session: msg, forkable: this.forkable, serving: this.serving, servingProgress: this.servingProgress, servingBusy: this.servingBusy }); break;
       case "prefill": this.prefill = msg; this.steps = []; this.done = null; break;
       case "step": this.steps.length = msg.step - 1; this.steps.push(msg); this.done = null; break;
       // A stop cuts the run at the client's last step + 1: steps already on their way are not part of it.

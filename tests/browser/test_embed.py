@@ -128,11 +128,11 @@ def test_script_tag_on_another_origin_replays_and_runs_live(page, site_url, reco
     page.locator("he-attention[run]").scroll_into_view_if_needed()
     page.wait_for_selector("he-attention[run][data-layers]", timeout=20_000)
     assert page.get_attribute("he-attention[run]", "data-layers") == str(prefill["attention"]["layers"])
-    link = page.locator("he-tokens[run] + .he-embed-caption a")
+    link = page.locator("he-tokens[run] .he-embed-caption a")
     assert link.get_attribute("href") == f"{site_url}/runs/{run_id}#tokens"
 
     # The live pair shares one session (one socket, one prompt box) and reaches a finished run.
-    page.wait_for_selector("he-tokens[prompt] + .he-embed-caption[data-state=finished]", timeout=90_000)
+    page.wait_for_selector("he-tokens[prompt] .he-embed-caption[data-state=finished]", timeout=90_000)
     assert len(sockets) == 1 and sockets[0].url == site_url.replace("http", "ws") + "/ws/embed/"
     assert page.locator(".he-embed-form").count() == 1
     live_prefill = next(f for f in frames if f["type"] == "prefill")
@@ -140,7 +140,7 @@ def test_script_tag_on_another_origin_replays_and_runs_live(page, site_url, reco
     page.locator("he-tokens[prompt]").scroll_into_view_if_needed()  # a diagram draws once it is on screen
     page.wait_for_selector("he-tokens[prompt][data-token-count]", timeout=20_000)
     assert chip_ids(page, "he-tokens[prompt]") == [str(t["id"]) for t in live_prefill["tokens"]]
-    assert page.locator("he-stages[prompt] + .he-embed-caption").get_attribute("data-state") == "finished"
+    assert page.locator("he-stages[prompt] .he-embed-caption").get_attribute("data-state") == "finished"
 
     # The diagrams' own stylesheet reaches their shadow roots and nothing else: the author's body keeps the browser's defaults.
     page.wait_for_function("() => getComputedStyle(document.querySelector('he-tokens').shadowRoot.querySelector('.he-chips')).display === 'flex'", timeout=10_000)
@@ -156,7 +156,7 @@ def test_live_embed_sends_element_requests_and_replay_ignores_them(page, site_ur
     sockets = sockets_of(page)
     frames = record_frames(page)
     page.goto(author_page("requests.html", html(site_url, body)))
-    page.wait_for_selector("he-stages[prompt] + .he-embed-caption[data-state=finished]", timeout=90_000)
+    page.wait_for_selector("he-stages[prompt] .he-embed-caption[data-state=finished]", timeout=90_000)
     page.wait_for_selector("he-stages[run][data-stage-count]", timeout=20_000)
     for selector in ("he-stages[run]", "he-stages[prompt]"):  # the temperature slider asks for a `retemper`
         page.locator(selector).scroll_into_view_if_needed()
@@ -174,9 +174,10 @@ def test_the_shipped_demo_file_works_from_another_origin(page, site_url, author_
     """docs/embed-demo.html, pointed at this test's server: every section is drawn and captioned, the live run finishes."""
     demo = (ROOT / "docs" / "embed-demo.html").read_text(encoding="utf-8").replace("http://127.0.0.1:8000", site_url)
     page.goto(author_page("embed-demo.html", demo))
-    page.wait_for_selector("he-tokens + .he-embed-caption[data-state=finished]", timeout=90_000)
+    page.wait_for_selector("he-tokens .he-embed-caption[data-state=finished]", timeout=90_000)
     sections = page.evaluate("""() => [...document.querySelectorAll('*')].filter((n) => n.localName.startsWith('he-'))
-        .map((n) => [n.localName, Boolean(customElements.get(n.localName)), n.nextElementSibling?.className])""")
+        .map((n) => [n.localName, Boolean(customElements.get(n.localName)),
+                     n.shadowRoot?.querySelector('.he-controls-below > :last-child')?.className])""")
     assert len({name for name, _, _ in sections}) == 22
     assert all(defined and caption == "he-embed-caption" for _, defined, caption in sections), sections
     assert not page.errors, page.errors
@@ -187,8 +188,9 @@ def test_demo_page_embeds_every_section_from_the_shipped_example(page, site_url)
     example = json.loads((ROOT / "static/examples" / index[0]["file"]).read_text())
     prefill = next(p for p in example["payloads"] if p["type"] == "prefill")
     page.goto(site_url + "/embed/")
-    page.wait_for_selector("he-quant + .he-embed-caption[data-state=replay]", timeout=30_000)
-    captions = page.eval_on_selector_all(".he-embed-caption", "cs => cs.map((c) => c.previousElementSibling.localName)")
+    page.wait_for_selector("he-quant .he-embed-caption[data-state=replay]", timeout=30_000)
+    captions = page.evaluate("""() => [...document.querySelectorAll('*')].filter((n) => n.localName.startsWith('he-')
+        && n.shadowRoot?.querySelector('.he-embed-caption')).map((n) => n.localName)""")
     assert len(captions) == 22 and len(set(captions)) == 22
     page.locator("he-tokens").scroll_into_view_if_needed()
     page.wait_for_selector("he-tokens[data-token-count]", timeout=20_000)
@@ -211,7 +213,7 @@ def test_the_documented_csp_is_enough(page, site_url, recording, author_page):
     violations = []
     page.on("console", lambda message: violations.append(message.text) if "Content Security Policy" in message.text else None)
     page.goto(author_page("csp.html", html(site_url, body, head=head)))
-    page.wait_for_selector("he-dice + .he-embed-caption[data-state=finished]", timeout=90_000)
+    page.wait_for_selector("he-dice .he-embed-caption[data-state=finished]", timeout=90_000)
     page.wait_for_selector("he-tokens[data-token-count]", timeout=20_000)
     page.wait_for_function("() => getComputedStyle(document.querySelector('he-tokens').shadowRoot.querySelector('.he-chips')).display === 'flex'", timeout=10_000)
     page.locator("iframe").scroll_into_view_if_needed()
@@ -233,4 +235,27 @@ def test_an_embedded_recording_says_measuring_needs_the_live_server(page, site_u
     expect(batch.locator("button.he-measure")).to_be_disabled()
     assert batch.locator(".he-error").count() == 0  # not a refusal: a recording simply has no server
     assert sockets == []
+    assert not page.errors, page.errors
+
+
+def test_a_replay_offers_no_fork_and_a_live_embed_does(page, site_url, recording, author_page):
+    """"Continue from step N with …" needs a live run: a recording replayed (element or iframe) shows no fork row."""
+    run_id, _ = recording
+    forked = ("logits", "filter", "dice")  # the diagrams with a fork row
+    body = "".join(f'<he-{s} run="{run_id}" step="2"></he-{s}>' for s in forked)
+    body += f'<he-dice prompt="{LIVE_PROMPT}" max_new_tokens="3" autostart id="live"></he-dice>'
+    body += f'<iframe data-he-embed src="{site_url}/embed/dice/?run={run_id}&step=2"></iframe>'
+    page.goto(author_page("forks.html", html(site_url, body)))
+    for s in forked:
+        page.wait_for_selector(f"he-{s}[run][data-rendered]", state="attached", timeout=20_000)
+        assert page.locator(f"he-{s}[run] .he-forks, he-{s}[run] button.he-fork").count() == 0, s
+        assert "Continue from step" not in page.locator(f"he-{s}[run]").evaluate("e => e.shadowRoot.textContent"), s
+    frame = page.frame_locator("iframe")
+    frame.locator("he-dice[data-rendered]").wait_for(state="attached", timeout=20_000)
+    assert frame.locator(".he-forks, button.he-fork").count() == 0
+    # The live one, finished, offers the row: one button per other candidate, each asking for a fork.
+    page.wait_for_selector("#live .he-embed-caption[data-state=finished]", timeout=90_000)
+    page.locator("#live").scroll_into_view_if_needed()
+    expect(page.locator("#live .he-forks")).to_have_count(1)
+    assert page.locator("#live button.he-fork").count() > 0
     assert not page.errors, page.errors

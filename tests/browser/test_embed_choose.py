@@ -97,7 +97,7 @@ def test_step_picks_a_number_first_last_and_max_entropy(page, blog):
         top = (hot[step - 1] if step else prefill)["logits"]["top"][0]["id"]
         assert logits.get_attribute("data-top-id") == str(top), attr
     # The scrubber above shows the chosen step and moves it with the keyboard.
-    scrubber = page.locator("#s-2").locator("xpath=preceding-sibling::div[@class='he-embed-scrubber'][1]")
+    scrubber = page.locator("#s-2 .he-controls-above .he-embed-scrubber")  # inside the element's shadow root
     assert scrubber.locator("output").inner_text() == f"step 2 of {len(hot)}"
     scrubber.get_by_role("slider", name="Step").press("ArrowRight")
     page.wait_for_function("() => document.querySelector('#s-2').dataset.step === '3'")
@@ -168,18 +168,20 @@ def test_controls_and_caption(page, blog):
     def visible(selector: str) -> int:
         return sum(1 for i in range(page.locator(selector).count()) if page.locator(selector).nth(i).is_visible())
 
+    # The diagram's own menus and buttons (its body); the embed's scrubber and export buttons sit around it.
     assert visible("#none select, #none button") == 0
-    assert visible("#scrub select, #scrub button") == 0
-    assert visible("#full select") == 2
-    previous = "xpath=preceding-sibling::*[1]"
-    following = "xpath=following-sibling::*[1]"
-    assert page.locator("#none").locator(previous).get_attribute("class") != "he-embed-scrubber"
-    assert page.locator("#scrub").locator(previous).get_attribute("class") == "he-embed-scrubber"
-    assert page.locator("#full").locator(previous).get_attribute("class") == "he-embed-scrubber"
-    assert page.locator("#tokens").locator(previous).get_attribute("class") != "he-embed-scrubber"  # not stepped
-    assert page.locator("#none").locator(following).get_attribute("class") != "he-embed-caption"
+    assert visible("#scrub .he-body select, #scrub .he-body button") == 0
+    assert visible("#full .he-body select") == 2
+    assert visible("#scrub .he-export-bar button") == 3 and visible("#full .he-export-bar button") == 3
+    # In each element's shadow root: the scrubber above the diagram, the caption last below it.
+    above = "he-controls-above > .he-embed-scrubber"
+    below = "he-controls-below > .he-embed-caption:last-child"
+    assert page.locator(f"#none .{above}").count() == 0 and page.locator(f"#none .{below}").count() == 0
+    assert page.locator(f"#scrub .{above}").count() == 1 and page.locator(f"#full .{above}").count() == 1
+    assert page.locator(f"#tokens .{above}").count() == 0  # not stepped
     for name in ("scrub", "full", "tokens"):
-        assert page.locator(f"#{name}").locator(following).get_attribute("class") == "he-embed-caption"
+        assert page.locator(f"#{name} .{below}").count() == 1
+    assert page.evaluate("document.querySelectorAll('.he-embed-scrubber, .he-embed-caption, .he-export-bar').length") == 0
     # Back to full: the controls come back.
     page.eval_on_selector("#none", "e => e.setAttribute('controls', 'full')")
     page.wait_for_function("""() => { const e = document.querySelector('#none'), menus = (e.shadowRoot ?? e).querySelectorAll('select');
@@ -211,14 +213,14 @@ def test_attributes_show_before_any_run_and_nothing_to_show_is_said(page, blog):
     assert temperature.input_value() == "0.7"
     assert "Temperature0.70" in "".join(shown(page.locator("he-stages")).split())
     assert sockets == []  # nothing ran: no Play, no autostart
-    line = page.locator("he-logits + p")
+    line = page.locator("he-logits .he-controls-below p")  # inside its shadow root
     assert line.inner_text() == NOTHING and line.is_visible()
     assert page.locator("he-logits").get_attribute("data-rendered") is None
     # Naming a recording later draws it, and the line goes.
-    assert page.inner_text("#later + p") == NOTHING
+    assert page.inner_text("#later .he-controls-below p") == NOTHING
     page.eval_on_selector("#later", "e => e.setAttribute('example', 'biopsy')")
     page.wait_for_selector("#later[data-rendered]", timeout=20_000)
-    assert page.locator("#later + p").get_attribute("data-state") != "empty"
+    assert page.locator("#later .he-controls-below p").get_attribute("data-state") != "empty"
     assert page.locator("p[data-state=empty]").count() == 1
 
 
@@ -243,14 +245,14 @@ def test_static_copy_and_a_recording_replay_with_no_server(page, site_url, recor
     assert page.get_attribute("he-logits", "data-top-id") == str(steps[1]["logits"]["top"][0]["id"])
     assert page.locator("he-logits .fallback").is_hidden()  # the data took the fallback's place (it is no longer slotted)
     # The full-article link: the recording's own replay page on the site, or the author's article-href.
-    assert page.get_attribute("he-logits + .he-embed-caption a", "href") == f"{site_url}/runs/{run_id}#logits"
+    assert page.get_attribute("he-logits .he-embed-caption a", "href") == f"{site_url}/runs/{run_id}#logits"
     page.wait_for_selector("he-dice[data-rendered]", timeout=20_000)
-    assert page.get_attribute("he-dice + .he-embed-caption a", "href") == "https://blog.example/sampling"
+    assert page.get_attribute("he-dice .he-embed-caption a", "href") == "https://blog.example/sampling"
     assert page.get_attribute("he-dice", "data-step") == str(len(steps_of(example("hot"))))
     # A recording that cannot be had: the fallback stays, the caption says why.
-    page.wait_for_selector("he-tokens + .he-embed-caption[data-state=error]", timeout=20_000)
+    page.wait_for_selector("he-tokens .he-embed-caption[data-state=error]", timeout=20_000)
     assert page.locator("he-tokens .fallback").is_visible()
-    assert "it is not a recording" in page.inner_text("he-tokens + .he-embed-caption")
+    assert "it is not a recording" in page.inner_text("he-tokens .he-embed-caption")
     assert asked == []
 
 

@@ -26,7 +26,7 @@ def unpack(packed: dict) -> np.ndarray:
 
 
 def bar(scope, element: str):
-    """The export bar of the diagram `element` (it sits after the diagram, outside it)."""
+    """The export bar of the diagram `element` (under the diagram, inside its shadow root: locators pierce it)."""
     return scope.locator(f'.he-export-bar[data-for="{element}"]')
 
 
@@ -54,6 +54,10 @@ def svg_of(page, scope, element: str) -> tuple[ET.Element, list[str]]:
 def png_size(data: bytes) -> tuple[int, int]:
     assert data[:8] == b"\x89PNG\r\n\x1a\n" and data[12:16] == b"IHDR"
     return struct.unpack(">II", data[16:24])
+
+
+# The focused node, inside shadow roots (document.activeElement is the element whose shadow root holds it).
+FOCUSED = "(() => { let a = document.activeElement; while (a?.shadowRoot?.activeElement) a = a.shadowRoot.activeElement; return a; })()"
 
 
 def copied(page) -> str:
@@ -117,8 +121,9 @@ def test_article_replay_exports_svg_png_and_embed_code(page, site_url, recording
     # PNG: the same view drawn at devicePixelRatio 2.
     png = download(page, page, "he-logits", "png")
     width, height = png_size(png)
-    box = page.locator("he-logits").bounding_box()
+    box = page.locator("he-logits .he-figure").bounding_box()  # the diagram, without the buttons under it
     assert abs(width - 2 * box["width"]) <= 2 and abs(height - 2 * box["height"]) <= 2
+    assert height < 2 * page.locator("he-logits").bounding_box()["height"] - 40
     assert len(png) > 5_000
     assert refused == [], refused
 
@@ -159,15 +164,16 @@ def test_article_buttons_are_reachable_by_tab_with_visible_focus(page, site_url,
     run_id, _ = recording
     page.goto(f"{site_url}/runs/{run_id}")
     logits = bar(page, "he-logits").locator("button")
+    expect(logits).to_have_count(3)  # in the diagram's shadow root, once its element is defined
     assert logits.all_inner_texts() == ["Download SVG", "Download PNG", "Copy embed code"]
     # From the previous diagram's bar, Tab walks through whatever lies between and reaches these buttons.
     start = bar(page, "he-layers").locator("button[data-export=embed]")
     start.focus()
     for _ in range(300):
         page.keyboard.press("Tab")
-        if page.evaluate("document.activeElement?.dataset?.export === 'svg' && document.activeElement.parentElement.dataset.for"):
+        if page.evaluate(f"(() => {{ const a = {FOCUSED}; return a?.dataset?.export === 'svg' && a.parentElement.dataset.for }})()"):
             break
-    assert page.evaluate("document.activeElement.parentElement.dataset.for") == "he-logits"
+    assert page.evaluate(f"{FOCUSED}.parentElement.dataset.for") == "he-logits"
     for kind in ("svg", "png", "embed"):
         button = logits.locator(f"xpath=self::*[@data-export='{kind}']")
         expect(button).to_be_focused()
@@ -260,7 +266,7 @@ def test_a_finished_live_embed_copies_a_live_snippet_with_its_seed(page, site_ur
     page.context.grant_permissions(["clipboard-read", "clipboard-write"], origin=url.rsplit("/", 1)[0])
     frames = collect_frames(page)
     page.goto(url)
-    page.wait_for_selector("he-logits + .he-embed-caption[data-state=finished]", timeout=90_000)
+    page.wait_for_selector("he-logits .he-embed-caption[data-state=finished]", timeout=90_000)
     page.wait_for_selector("he-logits[data-top-id]", timeout=20_000)
     seed = next(f for f in frames if f["type"] == "session")["params"]["seed"]
     bar(page, "he-logits").locator("button[data-export=embed]").click()

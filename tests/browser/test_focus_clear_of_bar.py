@@ -83,6 +83,9 @@ def test_tab_and_shift_tab_never_hide_focus_under_the_sticky_bar(browser, site_u
     for diagram in ("he-timeline", "he-kvcalc", "he-batch", "he-speculative", "he-quant"):
         page.locator(diagram).scroll_into_view_if_needed()  # a diagram draws (its status too) only on screen
         expect(page.locator(f"{diagram} .he-status[data-state=pending]")).to_have_count(0, timeout=240_000)
+    # A keyboard walk: the pointer rests on the sticky bar, not where Play was clicked. Left over the article, the
+    # content scrolling under it shows hover readouts (each a line more in its diagram) between two stops.
+    page.mouse.move(1, 1)
     forward = walk(page, "Tab")
     backward = walk(page, "Shift+Tab")
     context.close()

@@ -25,8 +25,8 @@ INNER_STYLES = """() => [...document.querySelectorAll(%s)].map((host) => {
         return [n.localName, n.getAttribute('class'), s.fontFamily, s.fontSize, s.lineHeight, s.borderTopWidth, s.borderTopStyle,
                 s.borderTopColor, s.color, s.textAlign, s.letterSpacing].join('|'); })];
 })"""
-# The author's own nodes (everything outside the elements and what embed.js adds beside them).
-PAGE_STYLES = """() => [...document.querySelectorAll('h1, body > p:not(.he-embed-caption), table, th, td, body')].map((n) => { const s = getComputedStyle(n);
+# The author's own nodes (everything outside the elements; what embed.js adds is inside them).
+PAGE_STYLES = """() => [...document.querySelectorAll('h1, body > p, table, th, td, body')].map((n) => { const s = getComputedStyle(n);
     return [n.localName, s.fontFamily, s.fontSize, s.borderTopWidth, s.borderTopColor, s.color, s.backgroundColor,
             s.margin, s.padding, s.boxSizing, s.borderCollapse].join('|'); })"""
 
@@ -75,6 +75,75 @@ def test_hostile_page_css_does_not_reach_inside_and_element_css_does_not_reach_o
     assert "serif" != fonts[0] and fonts[1] != "18px" and fonts[2] == "none", fonts
     # Element CSS changes nothing of the author's: their nodes look as on the same page without the diagrams.
     assert page.evaluate(PAGE_STYLES) == page_alone
+    assert not page.errors, page.errors
+
+
+# What embed.js adds around a diagram (step scrubber, live prompt box, export buttons, caption), under CSS aimed at it.
+CONTROLS_HOSTILE = ("<style>* { font: 30px serif; border: 3px solid red } p, button, input, label, output, form, textarea"
+                    " { font: 30px serif !important; border: 3px solid red !important; padding: 20px; display: block }"
+                    " html, body { background: #111; color: #eee }</style>")
+CONTROLS_BODY = (f'<he-logits example="{EXAMPLE}" step="2" theme="dark"></he-logits>'
+                 '<he-dice prompt="Why is the sky blue?" max_new_tokens="3"></he-dice>')
+CONTROL_STYLES = """() => [...document.querySelectorAll('he-logits, he-dice')].flatMap((host) =>
+    [...host.shadowRoot.querySelectorAll('.he-controls-above *, .he-controls-below *')].map((n) => { const s = getComputedStyle(n);
+        return [host.localName, n.localName, n.getAttribute('class'), n.getAttribute('type'), s.fontFamily, s.fontSize,
+                s.borderTopWidth, s.borderTopStyle, s.borderTopColor, s.paddingTop, s.display, s.color, s.backgroundColor].join('|'); }))"""
+
+
+def controls_drawn(page) -> None:
+    page.wait_for_selector("he-logits[data-rendered]", state="attached", timeout=20_000)
+    for selector in ("he-logits .he-embed-scrubber", "he-logits .he-export-bar", "he-logits .he-embed-caption[data-state=replay]",
+                     "he-dice .he-embed-form", "he-dice .he-export-bar", "he-dice .he-embed-caption"):
+        page.wait_for_selector(selector, state="attached", timeout=20_000)
+    page.wait_for_timeout(200)
+
+
+def test_hostile_page_css_does_not_restyle_the_embed_controls_and_they_still_work(page, site_url, author_page):
+    """Scrubber, prompt box, export buttons and caption live in the element's shadow root: CSS aimed at p, button,
+    input, label does not reach them, they take the element's theme, and pressing them still does what it says."""
+    page.goto(author_page("controls-plain.html", html(site_url, CONTROLS_BODY)))
+    controls_drawn(page)
+    expected = page.evaluate(CONTROL_STYLES)
+    kinds = {tuple(row.split("|")[1:4]) for row in expected}
+    for kind in [("input", "", "range"), ("output", "he-embed-step", ""), ("label", "", ""),
+                 ("input", "", "text"), ("button", "primary", "submit"), ("button", "secondary", "button"),
+                 ("p", "he-embed-caption", ""), ("a", "", "")]:
+        assert kind in kinds, (kind, kinds)
+
+    page.goto(author_page("controls-hostile.html", html(site_url, CONTROLS_BODY, head=CONTROLS_HOSTILE)))
+    controls_drawn(page)
+    assert page.evaluate(CONTROL_STYLES) == expected
+    assert page.evaluate("document.querySelectorAll('.he-embed-scrubber, .he-embed-form, .he-export-bar, .he-embed-caption').length") == 0
+    for row in expected:
+        _, tag, _, _, family, size, width, style, colour, padding, *_ = row.split("|")
+        assert not family.startswith("serif") and size != "30px" and padding != "20px", row
+        assert (width, style, colour) != ("3px", "solid", "rgb(255, 0, 0)"), row
+    # The dark theme reaches them from the shared stylesheet (no copy of the colours in embed.css).
+    look = page.evaluate("""() => { const r = document.querySelector('he-logits').shadowRoot;
+        return [getComputedStyle(r.querySelector('.he-embed-caption')).color, getComputedStyle(r.querySelector('.he-export-bar button')).backgroundColor]; }""")
+    assert look == ["rgb(168, 173, 180)", "rgb(30, 32, 36)"], look
+
+    # The scrubber moves the step; the export buttons download; the prompt box runs the visitor's own words.
+    logits = page.locator("he-logits")
+    scrubber = logits.get_by_role("slider", name="Step")
+    expect(logits.locator(".he-embed-step")).to_contain_text("step 2 of")
+    scrubber.focus()
+    page.keyboard.press("ArrowRight")
+    expect(logits).to_have_attribute("step", "3")
+    expect(logits).to_have_attribute("data-step", "3")
+    expect(logits.locator(".he-embed-step")).to_contain_text("step 3 of")
+    for kind, start in (("svg", b"<?xml"), ("png", b"\x89PNG")):
+        with page.expect_download(timeout=20_000) as info:
+            logits.locator(f"button[data-export={kind}]").click()
+        with open(info.value.path(), "rb") as file:
+            assert file.read().startswith(start), kind
+    dice = page.locator("he-dice")
+    dice.get_by_role("textbox", name="Prompt").fill("Why is the grass green?")
+    dice.get_by_role("textbox", name="Prompt").press("Enter")
+    page.wait_for_selector("he-dice .he-embed-caption[data-state=finished]", timeout=90_000)
+    assert "Why is the grass green?" in page.evaluate("document.querySelector('he-dice').data.prefill.template.text")
+    dice.scroll_into_view_if_needed()
+    page.wait_for_selector("he-dice[data-step]", state="attached", timeout=20_000)
     assert not page.errors, page.errors
 
 

@@ -49,6 +49,7 @@ sheetReady.then((sheet) => { elementSheet = sheet; });
  * It draws into an OPEN shadow root: `this.root` is the body a subclass fills (replaceChildren etc.); around it
  * `.he-root` (part "root") resets everything inherited from the page, and a readout line (part "readout")
  * shows the title of whatever is hovered, tapped or focused, for diagrams without a readout of their own.
+ * `controlsAbove` and `controlsBelow` (part "controls") hold what embed.js and the article add around it.
  * Until the first render, the element's own children (fallback content) show through a <slot>.
  */
 export class SteppedElement extends HTMLElement {
@@ -70,7 +71,14 @@ export class SteppedElement extends HTMLElement {
     this.root = el("div", { class: "he-body", part: "body" });
     this.root.append(document.createElement("slot"));
     this.#readout = el("p", { class: "he-readout he-title-readout", part: "readout", "aria-live": "polite", hidden: "" });
-    this.shell.append(this.root, this.#readout);
+    /** The diagram itself (what an export draws): the body and its readout line. */
+    this.figure = el("div", { class: "he-figure" });
+    this.figure.append(this.root, this.#readout);
+    // What an embed or the article adds around the diagram (step scrubber, prompt box; export buttons, caption):
+    // inside the shadow root too, so the page's CSS cannot restyle them and they take the element's theme.
+    this.controlsAbove = el("div", { class: "he-controls-above", part: "controls" });
+    this.controlsBelow = el("div", { class: "he-controls-below", part: "controls" });
+    this.shell.append(this.controlsAbove, this.figure, this.controlsBelow);
     shadow.replaceChildren(this.shell);
     if (elementSheet) shadow.adoptedStyleSheets = [elementSheet];
     else {
@@ -140,7 +148,7 @@ export class SteppedElement extends HTMLElement {
     this.#dirty = false;
     if (this.#data == null) return;
     this.render(this.#data);
-    applyControls(this.shadowRoot ?? this, controlsOf(this.getAttribute("controls")));
+    applyControls(this.root, controlsOf(this.getAttribute("controls")));  // the diagram's own, not the embed's
     // Charts and heatmaps are the "chart" part an author may style (docs/embedding.md), whichever diagram drew them.
     for (const node of this.root.querySelectorAll(".he-chart, .he-matrix")) node.setAttribute("part", "chart");
     this.dataset.rendered = String((Number(this.dataset.rendered) || 0) + 1);
@@ -164,6 +172,17 @@ export const HeElement = SteppedElement;
 /** Define a custom element once (a second import or an embed page must not throw). */
 export function define(name, cls) {
   if (!customElements.get(name)) customElements.define(name, cls);
+}
+
+/**
+ * Put `node` among a diagram's controls, above or below it inside its shadow root (where the page's CSS cannot
+ * restyle it), once its class is defined: before that the element has no shadow root of its own.
+ */
+export function addControl(element, node, where = "below") {
+  const place = () => (where === "above" ? element.controlsAbove : element.controlsBelow)?.append(node);
+  if (element.controlsBelow) place();
+  else customElements.whenDefined(element.localName).then(place);
+  return node;
 }
 
 /** Create an element with attributes and text (text is always set as textContent). */

@@ -65,8 +65,10 @@ export function mount(host, ...controls) {
 /**
  * "Continue from here with this token": one button per candidate (not the one the step chose). A click asks
  * the page to `fork` the run at `step` with that token (docs/protocol.md); a recording answers with a note.
+ * Nothing (an empty fragment) where no live run could fork: a recording an embed replays (RunState.forkable).
  */
 export function forkRow(host, step, candidates) {
+  if (host.data?.forkable === false) return new DocumentFragment();
   const row = el("div", { class: "he-forks", role: "group", "aria-label": `Fork step ${step.step}: continue with another token` });
   row.append(el("span", { class: "he-forks-label" }, `Continue from step ${step.step} with:`));
   const seen = new Set([step.token.id]);
