@@ -129,3 +129,13 @@ def test_pause_step_stop(page, site_url):
     page.locator("#btn-stop").click()
     assert finished(page)[0] in ("stopped", "eos")
     assert not page.errors, page.errors
+
+
+def test_the_batching_section_says_how_the_visitors_own_run_was_batched(page, site_url):
+    box = open_article(page, site_url, text="What does bank mean?", max_new_tokens=4)
+    box.press("Enter")
+    reason, steps = finished(page)
+    page.locator("he-batch").scroll_into_view_if_needed()
+    line = page.locator("he-batch .he-live")
+    # a lone visitor: every pass was its own (the server says so in each prefill and step payload)
+    expect(line).to_have_text(f"Your step {steps} ran in a batch of 1 (alone). Your prompt was prefilled alone.")
