@@ -32,6 +32,17 @@ def can_batch(session) -> bool:
     return session.adapter.has_cache and session.step_index > 0 and not session.finished and plain_cache(session.cache)
 
 
+def decode_inputs(sessions, lengths: list[int], device) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Each session's last token, the mask over its left-padded cache plus that token, and its own position."""
+    longest = max(lengths)
+    mask = torch.zeros(len(sessions), longest + 1, dtype=torch.long, device=device)  # (batch, keys + the new one)
+    for i, length in enumerate(lengths):
+        mask[i, longest - length:] = 1
+    input_ids = torch.tensor([[s.ids[-1]] for s in sessions], device=device)  # (batch, 1)
+    positions = torch.tensor([[length] for length in lengths], device=device)  # (batch, 1) each its own position
+    return input_ids, mask, positions
+
+
 @torch.no_grad()
 def batched_decode(sessions, kept: KeptStack | None = None) -> list[ForwardRow]:
     """One forward pass feeding each session its last token on top of its own cache; one row each (in the
@@ -40,12 +51,8 @@ def batched_decode(sessions, kept: KeptStack | None = None) -> list[ForwardRow]:
     reuse = kept is not None and kept.holds_all(sessions)
     order = kept.order if reuse else list(sessions)  # rows in the stack's order
     lengths = [s.cache.get_seq_length() for s in order]
-    longest, batch = max(lengths), len(order)
-    mask = torch.zeros(batch, longest + 1, dtype=torch.long, device=model.device)  # (batch, keys + the new one)
-    for i, length in enumerate(lengths):
-        mask[i, longest - length:] = 1
-    input_ids = torch.tensor([[s.ids[-1]] for s in order], device=model.device)  # (batch, 1)
-    positions = torch.tensor([[length] for length in lengths], device=model.device)  # each its own position
+    input_ids, mask, positions = decode_inputs(order, lengths, model.device)
+    longest = max(lengths)
     with one_thread():  # small per-row copies
         cache = kept.cache if reuse else stacked_cache(order, lengths, longest)
     try:
