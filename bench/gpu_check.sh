@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
-# GPU check for Hit Enter, for a machine with CUDA: environment, the inference tests on CUDA, the overhead bench.
+# GPU check for Hit Enter, for a machine with CUDA: environment, the inference tests on CUDA, the overhead bench,
+# and the load bench (many visitors) on the bundled model and SmolLM2.
 #
 #   bash bench/gpu_check.sh [overhead.py arguments...]     e.g. --model /path/to/model --tokens 32
 #
 # Uses .venv when it exists, else creates .venv-gpu (with --system-site-packages, so a CUDA torch already
 # installed on the machine is reused when pip cannot reach the index). Everything printed is also written
-# to ${OUT:-/tmp}/gpu_check.log, and the bench's figures to ${OUT:-/tmp}/overhead.json.
+# to ${OUT:-/tmp}/gpu_check.log, and the benches' figures to ${OUT:-/tmp}/overhead.json and load_<model>.json.
 # Exit status: non-zero when the environment has no CUDA or the tests failed; bench times are never judged.
 set -euo pipefail
 
@@ -64,9 +65,18 @@ PY
     section "bench/overhead.py --device cuda $*"
     "$py" bench/overhead.py --device cuda --json-out "$OUT_DIR/overhead.json" "$@"
 
+    # Many visitors on CUDA (issue 14): the same load bench as on CPU, against a Daphne using the GPU.
+    local model
+    for model in bundled smollm2-135m-instruct; do
+        section "bench/load.py --model $model (EXPLAINER_DEVICE=cuda)"
+        EXPLAINER_DEVICE=cuda "$py" bench/load.py --model "$model" --json > "$OUT_DIR/load_$model.json" \
+            && "$py" -c "import json, sys; r = json.load(open(sys.argv[1])); [print(x['visitors'], 'visitors:', round(x['tokens_per_s'], 1), 'tok/s,', round(x['tokens_per_s_vs_1'], 2), 'x lone, itl p95/p50', round(x['itl_p95_over_p50'], 2), ', errors', x['errors']) for x in r['runs']]" "$OUT_DIR/load_$model.json" \
+            || echo "NOTE: the load bench on $model did not finish (figures only; not judged)"
+    done
+
     section "summary"
     echo "tests: $([[ $tests_rc -eq 0 ]] && echo ok || echo "FAILED ($tests_rc)")"
-    echo "log: $LOG   figures: $OUT_DIR/overhead.json"
+    echo "log: $LOG   figures: $OUT_DIR/overhead.json, $OUT_DIR/load_*.json"
     return "$tests_rc"
 }
 
