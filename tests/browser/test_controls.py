@@ -108,11 +108,12 @@ def test_stop_at_step_3_then_play_again(page, site_url):
 
 
 def test_pause_step_stop(page, site_url):
-    box = open_article(page, site_url, max_new_tokens=256)  # the most the server allows: a lone run decodes fast now
+    box = open_article(page, site_url, max_new_tokens=256)
     box.press("Enter")
-    wait_for_step(page, 1)
+    # Pause as soon as it is enabled: the bundled model ends this reply (about 40 tokens) by EOS within half a
+    # second, so waiting to see a step first lost the race under CI's load. Paused on the prefill or at a step.
     page.locator("#btn-pause").click()
-    expect(page.locator(BANNER)).to_have_text(re.compile(r"Paused after step \d+\."), timeout=10_000)
+    expect(page.locator(BANNER)).to_have_text(re.compile(r"Paused after (step \d+\.|the prefill)"), timeout=10_000)
     paused_at = steps_shown(page)
     assert buttons(page) == {"play": True, "pause": False, "resume": True, "step": True, "stop": True}
     page.wait_for_timeout(500)
