@@ -16,7 +16,6 @@ import { STEPPED, captionOn, controlsOf, resolveStep } from "./lib/choose.js";
 const ORIGIN = new URL(import.meta.url).origin;
 const ELEMENTS = SECTIONS.map((section) => `he-${section}`);
 const SOURCES = ["src", "run", "example", "prompt"];
-const DRIVEN = ELEMENTS.flatMap((name) => SOURCES.map((source) => `${name}[${source}]`)).join(", ");
 const NOTHING = "Nothing to show: give this element run=, example=, src= or prompt= (docs/embedding.md)";
 const feeds = new FeedRegistry(ORIGIN);
 const driven = new WeakSet();
@@ -133,7 +132,7 @@ function drive(element) {
   if (controls !== "none" && STEPPED.includes(element.localName.slice(3))) addScrubber(element, feed);
   feed.attach(element);
   // controls="none" is the bare diagram: no export buttons either.
-  if (controls !== "none") addExportBar(element, { source: async () => sourceOfFeed(feed, element), iframe: isEmbedPage() });
+  if (controls !== "none") addExportBar(element, { source: async () => sourceOfFeed(feed), iframe: isEmbedPage() });
   if (captionOn(element.getAttribute("caption"))) addCaption(element, feed);
   // Without a prompt box nothing could press Play: a live diagram with fewer controls runs at once.
   const autostart = element.hasAttribute("autostart") || controls !== "full";
@@ -149,11 +148,10 @@ function scan(root = document) {
 
 /** Elements added later (a page that renders its own content) are driven too; diagrams redrawing are skipped. */
 function watch() {
-  const inside = ELEMENTS.join(", ");
   new MutationObserver((records) => {
     for (const record of records) {
       if (record.type === "attributes") { if (ELEMENTS.includes(record.target.localName)) drive(record.target); continue; }
-      if (record.target instanceof Element && record.target.closest(inside)) continue;
+      if (record.target instanceof Element && record.target.closest(SECTION_SELECTOR)) continue;
       for (const node of record.addedNodes) if (node instanceof Element) scan(node);
     }
   }).observe(document.documentElement, { childList: true, subtree: true, attributes: true, attributeFilter: SOURCES });

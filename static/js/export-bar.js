@@ -67,10 +67,10 @@ export function embedSnippet(element, source, { iframe = false } = {}) {
  * What an embed's feed shows, for its embed code: the same recording or example, or, for a finished live run,
  * the same prompt and parameters with the seed it ran with (an embed on another page cannot save the run).
  */
-export function sourceOfFeed(feed, element) {
+export function sourceOfFeed(feed) {
   if (feed.runId) return { run: feed.runId };
   if (feed.example) return { example: feed.example };
-  if (element?.getAttribute("src")) return { src: new URL(element.getAttribute("src"), document.baseURI).href };
+  if (feed.src) return { src: feed.src };  // resolved once by the feed (a full URL, or "#id" of an inline one)
   if (feed.phase !== "finished") throw new Error("the run has not finished: copy the embed code once it has");
   const seed = feed.state.session?.params?.seed;
   return { prompt: feed.prompt, params: { ...feed.params, ...(seed != null ? { seed } : {}) } };

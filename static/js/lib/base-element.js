@@ -4,7 +4,7 @@ import { resolveStep, controlsOf, applyControls } from "./choose.js";
 
 /**
  * The page's one "current step", shared by every diagram (the scrubber in article.js moves it).
- * `selected` null: follow the latest step. Diagrams read it through `HeElement.step(count)`.
+ * `selected` null: follow the latest step. Diagrams read it through `SteppedElement.step(count)`.
  */
 class PageStep extends EventTarget {
   selected = null;
@@ -165,9 +165,6 @@ export class SteppedElement extends HTMLElement {
   /** Subclasses draw `data` into `this.root`. */
   render(_data) {}
 }
-
-/** The earlier name of the base, kept for modules written against it. */
-export const HeElement = SteppedElement;
 
 /** Define a custom element once (a second import or an embed page must not throw). */
 export function define(name, cls) {

@@ -2,8 +2,6 @@
 // `controls` and `caption` attributes (the same names as the iframe pages' query parameters), resolved
 // against the run. Pure functions of the attribute text and the run's step payloads, apart from applyControls.
 
-/** The step words an author may write instead of a number. */
-export const STEP_WORDS = ["first", "last", "max-entropy"];
 /** Sections whose diagram shows one step (they get a step scrubber in an embed). */
 export const STEPPED = ["attention", "layers", "logits", "stages", "filter", "dice", "sequence", "kv"];
 export const CONTROLS = ["none", "scrubber", "full"];
