@@ -39,7 +39,7 @@ if str(ROOT) not in sys.path:
 import torch  # noqa: E402
 import transformers  # noqa: E402
 
-from inference.adapters import adapter_for  # noqa: E402
+from inference.discovery import adapter_for  # noqa: E402
 from inference.engine import GenerationSession  # noqa: E402
 from inference.loading import LoadedModel, chat_template_source, describe, load_model, resolve_device  # noqa: E402
 from inference.prompting import build_prompt  # noqa: E402

@@ -12,6 +12,6 @@ class ExplainerConfig(AppConfig):
         # An inference worker (`manage.py runworker inference-N`) loads its model before it listens, so it
         # answers no ping while loading: sockets never pick it early or mistake a long load for a death.
         if sys.argv[1:2] == ["runworker"]:
-            from explainer.services import model_registry
+            from explainer.services.device import model_registry
 
             model_registry.load_for_worker()

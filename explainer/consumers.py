@@ -8,8 +8,10 @@ from channels.generic.websocket import AsyncJsonWebsocketConsumer
 from django.conf import settings
 
 from explainer.protocol import StrictJson, parse_frame
-from explainer.services import limits, runs, workshop
-from explainer.services.sessions import refusal
+from explainer.services.admission import limits
+from explainer.services.run import placement
+from explainer.services.workshop import following
+from explainer.services.run.visitor_run import refusal
 
 try:  # the exception a send to a closed socket raises, where this channels version has one
     from channels.exceptions import Disconnected
@@ -33,8 +35,8 @@ class SessionConsumer(StrictJson, AsyncJsonWebsocketConsumer):
                 await self.send_json(refusal)
                 await self.close(code=limits.REFUSED_CLOSE_CODE)
                 return
-            self.run = runs.open_run(self.send_frame, self.channel_name, self.guard.address)
-            self.follower = workshop.Follower(self) if self.follows_workshop else workshop.NoFollower()
+            self.run = placement.open_run(self.send_frame, self.channel_name, self.guard.address)
+            self.follower = following.Follower(self) if self.follows_workshop else following.NoFollower()
             await self.follower.join()
             await self.send_frame({"type": "status", "state": "ready", "message": ""})
         except BaseException:  # disconnect() never runs after a failed connect: the address's count comes back here
@@ -73,7 +75,7 @@ class SessionConsumer(StrictJson, AsyncJsonWebsocketConsumer):
             self.guard.check_rate()
             message = parse_frame(text_data, bytes_data, settings.EXPLAINER_MAX_FRAME_BYTES)
             kind = message["type"]
-            if kind in workshop.VERBS:
+            if kind in following.VERBS:
                 await self.follower.handle(message)
 
             else:

@@ -83,7 +83,7 @@ def unsent_bytes(transport) -> int:
 def _patch_queued_bytes_limit(WebSocketProtocol) -> None:
     from django.conf import settings
 
-    from explainer.services.limits import QUEUED_CLOSE_CODE
+    from explainer.services.admission.limits import QUEUED_CLOSE_CODE
 
     original_send, original_close = WebSocketProtocol.serverSend, WebSocketProtocol.onClose
 

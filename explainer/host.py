@@ -2,8 +2,8 @@
 
 The host page (`/host/`) logs in with settings.EXPLAINER_HOST_PASSWORD (none set = workshop mode off)
 and opens `/ws/host/`. That socket sends `host_stats` every second and takes the host's commands: a
-`broadcast` run whose every frame goes to the "workshop" group (explainer/services/workshop.py has the
-visitors' side), its controls, `pin` and `limits` (stored by explainer/services/workshop_policy.py).
+`broadcast` run whose every frame goes to the "workshop" group (explainer/services/workshop/following.py has the
+visitors' side), its controls, `pin` and `limits` (stored by explainer/services/workshop/policy.py).
 """
 from __future__ import annotations
 
@@ -24,9 +24,12 @@ from django.shortcuts import redirect, render
 from django.views.decorators.http import require_http_methods
 
 from explainer.protocol import StrictJson, encode_frame, json_object, parse_frame, prompt_fields
-from explainer.services import host_stats, limits, runs, workshop_policy
-from explainer.services.sessions import refusal
-from explainer.services.workshop import GROUP
+from explainer.services.workshop import room_stats
+from explainer.services.admission import limits
+from explainer.services.run import placement
+from explainer.services.workshop import policy, presence
+from explainer.services.run.visitor_run import refusal
+from explainer.services.workshop.following import GROUP
 
 log = logging.getLogger(__name__)
 SESSION_FLAG = "workshop_host"
@@ -143,7 +146,7 @@ class Broadcast:
 
     @property
     def live(self) -> bool:
-        return workshop_policy.is_live(self.summary)
+        return policy.is_live(self.summary)
 
 
 # ---- the host's socket -----------------------------------------------------------------------------------
@@ -159,10 +162,10 @@ class HostConsumer(StrictJson, AsyncJsonWebsocketConsumer):
             await self.close(code=NOT_HOST_CLOSE_CODE)
             return
         self.broadcast = Broadcast()
-        self.run = runs.open_run(self._send_frame, self.channel_name)
+        self.run = placement.open_run(self._send_frame, self.channel_name)
         await self.channel_layer.group_add(GROUP, self.channel_name)
         self.ticker = asyncio.create_task(self._tick())
-        host_stats.census_publisher.ensure_running()
+        presence.census_publisher.ensure_running()
 
     async def disconnect(self, code):
         if not hasattr(self, "run"):
@@ -204,18 +207,18 @@ class HostConsumer(StrictJson, AsyncJsonWebsocketConsumer):
             raise
 
     async def _pin(self, message: dict) -> None:
-        pins = workshop_policy.validate_pins(message.get("params", {}))
-        await self._announce(await workshop_policy.save_pins(pins))
+        pins = policy.validate_pins(message.get("params", {}))
+        await self._announce(await policy.save_pins(pins))
 
     async def _limits(self, message: dict) -> None:
-        limits = workshop_policy.validate_limits(message)
-        await self._announce(await workshop_policy.save_limits(limits))
+        limits = policy.validate_limits(message)
+        await self._announce(await policy.save_limits(limits))
 
     async def _reset(self, _message: dict) -> None:
         """Reset workshop: end this host's broadcast, clear pins, limits and the stored broadcast, tell everyone."""
         await self.run.end()
         self.broadcast = Broadcast()
-        await self._announce(await workshop_policy.reset())
+        await self._announce(await policy.reset())
 
     async def _send_frame(self, frame: dict) -> None:
         """The broadcast run's `send`: every frame to the room, numbered, and to the host's page."""
@@ -235,7 +238,7 @@ class HostConsumer(StrictJson, AsyncJsonWebsocketConsumer):
 
     async def _publish(self, replaces: str | None = None) -> None:
         """Store the broadcast's summary and tell every socket (visitors update, other hosts stand down)."""
-        state = await workshop_policy.save_broadcast(dict(self.broadcast.summary), replaces)
+        state = await policy.save_broadcast(dict(self.broadcast.summary), replaces)
         if state is not None:
             await self._announce(state)
 
@@ -279,9 +282,9 @@ class HostConsumer(StrictJson, AsyncJsonWebsocketConsumer):
             await asyncio.sleep(STATS_EVERY_S)
 
     async def _stats(self) -> dict:
-        shared = await workshop_policy.snapshot()
-        stats = await sync_to_async(host_stats.server_stats, thread_sensitive=False)()  # the shared cache's reads
+        shared = await policy.snapshot()
+        stats = await sync_to_async(room_stats.server_stats, thread_sensitive=False)()  # the shared cache's reads
         if settings.EXPLAINER_WORKERS:
-            stats = host_stats.with_workers(stats, *await self.run.survey_workers())
+            stats = room_stats.with_workers(stats, *await self.run.survey_workers())
         return {"type": "host_stats", **stats, "broadcast": self.broadcast.summary or
                 shared["broadcast"], "pins": shared["pins"], "limits": shared["limits"]}

@@ -4,6 +4,9 @@ from __future__ import annotations
 import json
 import math
 
+from explainer.messages import error_payload
+from inference.wire.framing import strict_text
+
 CLIENT_TYPES = ("start", "pause", "resume", "step", "stop", "fork", "detail", "retemper", "measure", "ack", "follow")
 MEASURES = ("prefill_decode", "kv", "capacity", "batch", "speculative", "quantize")
 DETAIL_WHATS = ("attention", "hidden", "embedding", "lens")
@@ -18,19 +21,14 @@ class ProtocolError(ValueError):
         self.code, self.message, self.field = code, message, field
 
     def as_message(self) -> dict:
-        from inference.payload_builder import error_payload  # built with every other message
         return error_payload(self.code, self.message, self.field)
 
 
 def encode_frame(message: dict) -> str:
-    """Strict JSON out (allow_nan=False): a non-finite number becomes a `non_finite` error, never a frame
-    with a bare NaN that a browser's JSON.parse refuses. A message encoded before (payload_builder.Encoded)
-    is sent as its text."""
-    text = getattr(message, "text", None)
-    if text is not None:
-        return text
+    """Strict JSON out (inference/wire/framing.strict_text): a non-finite number becomes a `non_finite` error,
+    never a frame with a bare NaN that a browser's JSON.parse refuses."""
     try:
-        return json.dumps(message, allow_nan=False)
+        return strict_text(message)
     except ValueError:
         kind = message.get("type") if isinstance(message, dict) else None
         return json.dumps(ProtocolError("non_finite", f"the server computed a number that is not finite (NaN or "

@@ -7,7 +7,8 @@ from django.views.decorators.csrf import ensure_csrf_cookie
 from django.views.decorators.http import require_http_methods
 
 from explainer.models import RecordedRun
-from explainer.services import model_registry, recordings
+from explainer.services.device import model_registry
+from explainer.services import recordings
 
 
 @ensure_csrf_cookie  # the page saves recordings with POST /api/runs, which needs the token

@@ -2,7 +2,7 @@
 visitors' sessions for sockets served by any Daphne process (docs/deploy.md).
 
 Channels' worker gives each listened channel one application instance, so one `InferenceWorker` sees
-every message sent to its channel. Messages from a socket's RemoteRun (explainer/services/remote.py):
+every message sent to its channel. Messages from a socket's RemoteRun (explainer/services/run/remote.py):
   {"type": "visitor.frame", "reply": <socket channel>, "message": <client message>}
   {"type": "visitor.end", "reply": …}      the socket closed: free the session
   {"type": "worker.ping", "reply": …}      liveness and load; answered with a pong
@@ -19,9 +19,9 @@ from channels.exceptions import ChannelFull
 from django.conf import settings
 
 from explainer.protocol import ProtocolError
-from explainer.services import host_stats
-from explainer.services.capacity import generating
-from explainer.services.sessions import VisitorRun, refusal
+from explainer.services.workshop import room_stats
+from explainer.services.admission.capacity import generating
+from explainer.services.run.visitor_run import VisitorRun, refusal
 
 log = logging.getLogger(__name__)
 
@@ -103,7 +103,7 @@ class InferenceWorker(AsyncConsumer):
         pong = {"worker": self.name, "active": generating.active, "limit": generating.limit,
                 "sessions": len(self._slots())}
         if event.get("stats"):  # the workshop host's page: this worker's model, device, memory and queue
-            pong["stats"] = host_stats.server_stats()
+            pong["stats"] = room_stats.server_stats()
         await self.reply(event["reply"], {"type": "worker.frame", "frame": None, "pong": pong})
 
     async def _reap(self) -> None:

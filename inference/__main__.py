@@ -22,7 +22,6 @@ def trace(args) -> int:
     from .loading import load_model
     from .prompting import build_prompt
     from .sampling import SamplingParams
-    from .payload_builder import done_payload, session_payload
 
     loaded = load_model(args.model, device=args.device)
     messages = json.loads(args.messages) if args.messages else None
@@ -34,11 +33,11 @@ def trace(args) -> int:
                                        "top_k": args.top_k, "top_p": args.top_p, "min_p": args.min_p,
                                        "repetition_penalty": args.repetition_penalty, "seed": args.seed})
     session = GenerationSession(loaded, prompt, params, lens=args.lens)
-    emit(session_payload(session))
+    emit(session.session_payload())
     emit(session.prefill())
     while not session.finished:
         emit(session.step())
-    emit(done_payload(session))
+    emit(session.done_payload())
     return 0
 
 
@@ -106,7 +105,7 @@ def add_prompt(p: argparse.ArgumentParser) -> None:
 
 
 def schema(_args) -> int:
-    from .payload import schema_markdown
+    from .wire.schema import schema_markdown
 
     sys.stdout.write(schema_markdown())
     return 0
@@ -168,8 +167,7 @@ def main(argv=None) -> int:
         return args.func(args)
     except (ValueError, LookupError, RuntimeError, OSError) as exc:
         code = getattr(exc, "code", exc.__class__.__name__)
-        from .payload_builder import error_payload
-        emit(error_payload(code, str(exc), getattr(exc, "field", None)))
+        emit({"type": "error", "code": code, "message": str(exc), "field": getattr(exc, "field", None)})  # the CLI's own line
         return 2
 
 

@@ -2,7 +2,7 @@
 
 The step engine never asks "which architecture is this?"; it asks the adapter for the decoder layers,
 the token embedding table, the position scheme, the modules between the last layer and the LM head
-(the final norm), and which stages the model has at all. ``adapter_for(model)`` finds them once: the
+(the final norm), and which stages the model has at all. ``adapter_for(model)`` (discovery.py) finds them once: the
 layer list by shape, the embeddings with ``get_input_embeddings``/``get_output_embeddings``, the final
 norm by watching one tiny forward pass, and sizes from ``config.get_text_config()``.
 """
@@ -13,20 +13,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-NO_CACHE_NOTE = "this model keeps no KV cache: every step runs the whole sequence again"
-
-
-class UnsupportedModel(RuntimeError):
-    """A model the explainer cannot trace; the message names the architecture and the missing part."""
-
-
-def text_config(config):
-    """The text part of a config (a multimodal config's text_config; a text config itself)."""
-    try:
-        return config.get_text_config()
-    except (AttributeError, ValueError):
-        return config
-
+from .model_config import head_dim_of, partial_rotary_factor, rope_theta, setting, text_config
 
 @dataclass(frozen=True)
 class FamilyAdapter:
@@ -109,45 +96,5 @@ class FamilyAdapter:
         return 2048  # recurrent models (Mamba, RWKV) have no limit in their config; a bound for the page
 
 
-def setting(config, name: str, default=None):
-    """A config value, or ``default`` where the config has none or keeps it per layer (it raises then)."""
-    try:
-        value = getattr(config, name, default)
-    except Exception:  # transformers: a per-layer attribute read globally is ambiguous
-        return default
-    return default if value is None else value
-
-
-def head_dim_of(config) -> int:
-    config = text_config(config)
-    heads = setting(config, "num_attention_heads")
-    return setting(config, "head_dim") or (setting(config, "hidden_size", 0) // heads if heads else 0)
-
-
-def partial_rotary_factor(config) -> float:
-    """Share of each head's dims that is rotated (Phi: 0.5); transformers 5 keeps it in rope_parameters."""
-    params = setting(config, "rope_parameters") or {}
-    if isinstance(params, dict) and "partial_rotary_factor" in params:
-        return float(params["partial_rotary_factor"])
-    return float(setting(config, "partial_rotary_factor") or 1.0)
-
-
-def rope_theta(config) -> float:
-    config = text_config(config)
-    params = setting(config, "rope_parameters") or {}
-    if isinstance(params, dict) and "rope_theta" in params:
-        return float(params["rope_theta"])
-    return float(setting(config, "rope_theta") or 10000.0)
-
-
 # Families whose embedding scale is applied outside the embedding module in older code paths.
 SCALED_EMBEDDINGS = {"gemma", "gemma2"}
-
-
-def adapter_for(model) -> FamilyAdapter:
-    """The adapter of a loaded model, its parts found from the model (see inference/discovery.py)."""
-    from .discovery import discover
-
-    if not isinstance(model, torch.nn.Module):
-        raise TypeError("adapter_for takes the model (its parts are found by looking at it), not a config")
-    return discover(model, FamilyAdapter, SCALED_EMBEDDINGS)

@@ -7,7 +7,7 @@ into one batch with an attention mask and their own positions, so padding change
 (a masked key's weight is exactly 0), and each session gets its own row: logits, attention, residual
 stream and its own cache. The causal-mask check's changed prompt rides in the same pass, in a row of the
 same length as its original, so the two differ only where the change can reach (the check compares
-them; explainer/services/checks.py falls back to two lone passes if rows of one batch ever disagree).
+them; explainer/services/run/after_run_checks.py falls back to two lone passes if rows of one batch ever disagree).
 Visitors with the same prompt (a room on the article's default one) share one twin row.
 """
 from __future__ import annotations
@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import torch
 
 from .capture import residual_stream
-from .checks import causal_change
+from .article_checks import causal_change
 from .forward import ForwardRow, aligned_attentions, last_rows, one_thread, own_cache, plain_cache, read_lens, synchronize
 
 MOST_PROMPT_TOKENS = 128  # longer prompts prefill alone, in chunks (engine.prefill_part): bounded memory

@@ -12,7 +12,8 @@ from contextlib import contextmanager
 
 import torch
 
-from .adapters import NO_CACHE_NOTE, UnsupportedModel, setting, text_config
+from .adapters import SCALED_EMBEDDINGS, FamilyAdapter
+from .model_config import NO_CACHE_NOTE, UnsupportedModel, setting, text_config
 
 PROBE_IDS = [1, 2, 3]
 SKIPPED = (torch.nn.Dropout, torch.nn.Identity)
@@ -181,3 +182,10 @@ def discover(model, adapter_class, scaled: set[str]):
     return adapter_class(family, scheme, family in scaled, layers_path, finals,
                          positions_path if scheme == "learned" else None, has_cache, attending,
                          stage_notes(scheme, has_cache, attending, count, lens), lens)
+
+
+def adapter_for(model) -> FamilyAdapter:
+    """The adapter of a loaded model, its parts found from the model itself."""
+    if not isinstance(model, torch.nn.Module):
+        raise TypeError("adapter_for takes the model (its parts are found by looking at it), not a config")
+    return discover(model, FamilyAdapter, SCALED_EMBEDDINGS)

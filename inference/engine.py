@@ -15,14 +15,15 @@ import time
 import torch
 from transformers.cache_utils import DynamicLayer
 
-from . import payload_builder
+from . import capture_records
 from .capture import lens_layers, residual_stream
 from .forward import ForwardRow, aligned_attentions, joined_parts, last_rows, one_thread, plain_cache, synchronize
-from .kept import KeptSteps
+from .kept_steps import KeptSteps
 from .kvstats import cache_stats
 from .loading import LoadedModel
 from .prompting import Prompt
 from .sampling import ParamError, SamplingParams, sample_token
+from .wire import builders
 
 
 class ContextWindowError(ParamError):
@@ -136,7 +137,7 @@ class GenerationSession:
         attention_bytes = sum(a.numel() for a in row.attentions) * 2
         full_attention = torch.stack(row.attentions).half() if 0 < attention_bytes <= self.kept.budget // 2 else None
         self.kept.put(0, attn=full_attention, hidden=row.hidden.half(), logits=row.logits)
-        payload = payload_builder.prefill_payload(self, row)
+        payload = builders.prefill_payload(capture_records.prefill_record(self, row))
         self.pending = row.last_position("prefill")
         return payload
 
@@ -179,7 +180,17 @@ class GenerationSession:
         delta = self._text_delta()
         self.finished = self._stop_reason(draw.token_id)
         self.kept.put(self.step_index, attn=row.last_attn.half(), hidden=row.last_hidden.half(), logits=row.logits)
-        return payload_builder.step_payload(self, row, draw, delta, forced_token is not None, sampling_ms)
+        capture_started = time.perf_counter()
+        record = capture_records.step_record(self, row, draw, delta, forced_token is not None, sampling_ms)
+        return builders.step_payload(record, capture_started)
+
+    def session_payload(self) -> dict:
+        """The `session` message: the model, the parameters, what is captured."""
+        return builders.session_payload(capture_records.session_record(self))
+
+    def done_payload(self) -> dict:
+        """The `done` message: why and when the run ended, the whole reply."""
+        return builders.done_payload(capture_records.done_record(self))
 
     def stop(self) -> None:
         self.finished = self.finished or "stopped"

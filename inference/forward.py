@@ -1,7 +1,7 @@
 """What one session's row of a forward pass holds: a typed record, like TransformerLens' run_with_cache.
 
 The engine (inference/engine.py, one session) and the scheduler (inference/scheduler.py, a batch) both
-hand back one ForwardRow per session; the payload builder (inference/payload_builder.py) reads it.
+hand back one ForwardRow per session; the capture records (inference/capture_records.py) carry it to the builders.
 """
 from __future__ import annotations
 

@@ -15,7 +15,9 @@ from pathlib import Path
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
-from .adapters import FamilyAdapter, adapter_for, head_dim_of, setting, text_config
+from .adapters import FamilyAdapter
+from .discovery import adapter_for
+from .model_config import head_dim_of, setting, text_config
 from .shipped import GGUF_MODELS, Progress, ShippedModelMissing, cached_folder, notice_for
 
 BUNDLED_DIR = Path(__file__).resolve().parent / "bundled"

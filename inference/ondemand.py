@@ -3,10 +3,12 @@ from __future__ import annotations
 
 import torch
 
-from .kept import NotKept
-from .packing import packed
+from .kept_steps import NotKept
 from .sampling import SamplingParams, dice_roll, sample_token
-from .payload_builder import detail_payload, lens_view, retemper_payload
+from .capture_records import lens_rows, texts_of
+from .wire.builders import detail_payload, lens_view, retemper_payload
+from .wire.packing import packed
+from .wire.records import RetemperRecord
 
 DETAIL_KINDS = ("attention", "hidden", "embedding", "lens")
 
@@ -54,7 +56,8 @@ def detail(session, what: str, step: int | None = None, layer: int | None = None
     if what == "hidden":
         layer = _index("layer", layer, d.layers + 1)
         return detail_payload(what, packed(hidden[layer]), **asked)
-    rows = lens_view(session, hidden.float(), layers=list(range(d.layers)))
+    rows = lens_rows(session, hidden.float(), layers=list(range(d.layers)))
+    rows = lens_view(texts_of(session.tokenizer, rows), rows)
     return detail_payload(what, packed(torch.tensor([r["probs"][0] for r in rows])), lens=rows, **asked)
 
 
@@ -74,7 +77,10 @@ def retemper(session, step: int, temperature=None, top_k=None, top_p=None, min_p
     changes = {k: v for k, v in dict(temperature=temperature, top_k=top_k, top_p=top_p, min_p=min_p).items() if v is not None}
     params = SamplingParams.from_dict({**session.params.to_dict(), **changes})
     prefix = torch.tensor([session.ids[: session.prompt_length + step - 1]])
-    return retemper_payload(session, step, params, sample_token(prefix, logits, params, session.prompt_length, step))
+    draw = sample_token(prefix, logits, params, session.prompt_length, step)
+    applied = {k: getattr(params, k) for k in ("temperature", "top_k", "top_p", "min_p")}
+    texts = texts_of(session.tokenizer, [draw.token_id], draw.probs_top)
+    return retemper_payload(RetemperRecord(step=step, params=applied, draw=draw, texts=texts))
 
 
 __all__ = ["detail", "retemper", "DetailError", "NotKept", "dice_roll"]

@@ -24,7 +24,7 @@ from .batched_prefill import prefill_all
 from .capture import residual_stream
 from .discovery import is_attention
 from .forward import ForwardRow, one_thread, own_cache, plain_cache, read_lens, synchronize
-from .stacking import KeptStack, row_view, stacked_cache
+from .stacked_cache import KeptStack, row_view, stacked_cache
 
 
 def can_batch(session) -> bool:

@@ -1,20 +1,19 @@
-"""Recorded runs: validate and save a visitor's run, and bring old recordings up to the current payload schema.
+"""Recorded runs: validate and save a visitor's run; read it back brought up to the current payload schema.
 
-Each payload carries its ``schema_version``. A recording is stored as it was sent, with the version it was
-recorded in; ``upgrade`` walks the registered per-version functions (``UPGRADES[v]`` turns version v into
-v + 1) whenever a recording is validated or read, so old permalinks keep replaying when the schema evolves.
+A recording is stored as it was sent, with the version it was recorded in; the wire's ``upgrade``
+(inference/wire/upgrades.py) runs whenever a recording is validated or read, so old permalinks keep replaying.
 """
 from __future__ import annotations
 
-import copy
 import json
 
 from django.conf import settings
 
 from explainer.models import RecordedRun
 from explainer.protocol import ProtocolError, json_object
-from explainer.services.payload_check import check_recorded_payload
-from inference.payload import SCHEMA, SCHEMA_VERSION, SchemaError
+from inference.wire.schema import SCHEMA, SCHEMA_VERSION, SchemaError
+from inference.wire.upgrades import UpgradeError, upgrade as wire_upgrade
+from inference.wire.validation import check_recorded_payload
 
 
 class RecordingError(ValueError):
@@ -28,52 +27,12 @@ class RecordingError(ValueError):
         return {"error": {"code": self.code, "message": self.message, "field": self.field}}
 
 
-# ---- schema upgrades ----------------------------------------------------------------------------
-
-def _v0_to_v1(payload: dict) -> dict:
-    """Version 0 had no ``kv.stored_tokens``: without a sliding window the cache holds every position it saw."""
-    kv = payload.get("kv")
-    if isinstance(kv, dict) and "stored_tokens" not in kv and "seq_len" in kv:
-        kv["stored_tokens"] = kv["seq_len"]
-    return payload
-
-
-def _v1_to_v2(payload: dict) -> dict:
-    """Version 1 came before batched decoding: every step ran in a forward pass of its own."""
-    if payload.get("type") == "step" and "batch_size" not in payload:
-        payload["batch_size"] = 1
-    return payload
-
-
-def _v2_to_v3(payload: dict) -> dict:
-    """Version 2 came before batched prefills: every prefill ran in a forward pass of its own."""
-    if payload.get("type") == "prefill" and "batch_size" not in payload:
-        payload["batch_size"] = 1
-    return payload
-
-
-UPGRADES = {0: _v0_to_v1, 1: _v1_to_v2, 2: _v2_to_v3}  # from version -> function(payload) giving version + 1; one per schema change
-
-
 def upgrade(payloads: list[dict], from_version: int) -> list[dict]:
-    """Copies of ``payloads`` brought from ``from_version`` to SCHEMA_VERSION (identity when already current)."""
-    if isinstance(from_version, bool) or not isinstance(from_version, int) or from_version < 0:
-        raise RecordingError("wrong_type", "schema_version must be a non-negative integer", "schema_version")
-    if from_version > SCHEMA_VERSION:
-        raise RecordingError("unsupported_schema", f"schema_version {from_version} is newer than this server's "
-                             f"{SCHEMA_VERSION}", "schema_version")
-    if from_version == SCHEMA_VERSION:
-        return payloads
-    out = copy.deepcopy(payloads)
-    for version in range(from_version, SCHEMA_VERSION):
-        step = UPGRADES.get(version)
-        if step is None:
-            raise RecordingError("unsupported_schema", f"no upgrade from schema_version {version}", "schema_version")
-        out = [step(p) for p in out]
-        for p in out:
-            if "schema_version" in p:
-                p["schema_version"] = version + 1
-    return out
+    """Copies of ``payloads`` brought up to SCHEMA_VERSION; a version the wire cannot upgrade is a RecordingError."""
+    try:
+        return wire_upgrade(payloads, from_version)
+    except UpgradeError as exc:
+        raise RecordingError(exc.code, exc.message, "schema_version") from None
 
 
 # ---- validation and storage ---------------------------------------------------------------------
@@ -110,7 +69,7 @@ def _payloads(value) -> tuple[list[dict], int]:
     kinds = [p["type"] for p in current]
     if kinds[0] != "session" or "prefill" not in kinds:
         raise RecordingError("invalid_value", "a recording starts with a session payload and has a prefill", "payloads")
-    for n, p in enumerate(current):  # every payload, field by field and nested (explainer/services/payload_check.py)
+    for n, p in enumerate(current):  # every payload, field by field and nested (inference/wire/validation.py)
         try:
             check_recorded_payload(p)
         except SchemaError as exc:

@@ -12,7 +12,7 @@ import urllib.request
 
 import pytest
 
-from inference.packing import unpack
+from inference.wire.packing import unpack
 from tests.browser.conftest import ROOT
 from tests.browser.test_embed import console_errors, recording  # noqa: F401 (fixtures)
 

@@ -4,7 +4,7 @@ import re
 
 from playwright.sync_api import expect
 
-from inference.frames import join_message
+from inference.wire.framing import join_message
 from tests.browser.test_article import attr, collect_frames, run_prompt
 from tests.browser.test_replay import shows
 

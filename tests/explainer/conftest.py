@@ -3,8 +3,9 @@ import gc
 
 import pytest
 
-from explainer.services import measurements, model_registry
-from explainer.services.sessions import live_sessions
+from explainer.services.device import measurements
+from explainer.services.device import model_registry
+from explainer.services.run.visitor_run import live_sessions
 from tests.support import stories_spec
 
 

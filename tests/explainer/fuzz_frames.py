@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from hypothesis import strategies as st
 
 from explainer.protocol import CLIENT_TYPES, DETAIL_WHATS, MAX_DEPTH, MEASURES, nesting_depth
-from explainer.services.sessions import MAX_ACK
+from explainer.services.run.visitor_run import MAX_ACK
 from inference.sampling import MAX_SEED, MIN_REPETITION_PENALTY, MIN_TEMPERATURE
 
 MAX_NEW_TOKENS = 8  # the server's cap in the fuzz test: a valid start the fuzzer stumbles on finishes quickly

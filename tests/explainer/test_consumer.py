@@ -6,7 +6,7 @@ import pytest
 from channels.testing import WebsocketCommunicator
 
 from explainer.asgi import application
-from explainer.services.capacity import generating
+from explainer.services.admission.capacity import generating
 from tests.support import connect, until
 
 ORIGIN = [(b"origin", b"http://127.0.0.1")]

@@ -9,7 +9,7 @@ from channels.testing import WebsocketCommunicator
 from explainer.asgi import application
 from explainer.embeds import LIVE_PARAMS, SECTIONS, example_ids
 from explainer.models import RecordedRun
-from explainer.services import model_registry
+from explainer.services.device import model_registry
 from tests.explainer.test_recordings import recorded_payloads  # noqa: F401 (a fixture)
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -9,7 +9,7 @@ import pytest
 from explainer.management.commands.record_examples import (EXAMPLES, MAX_FILE_BYTES, MAX_WIRE_BYTES, MODEL_SPEC,
                                                           load_example_model, record)
 from explainer.services import recordings
-from inference.payload import SCHEMA_VERSION
+from inference.wire.schema import SCHEMA_VERSION
 
 FOLDER = Path(__file__).resolve().parents[2] / "static" / "examples"
 INDEX = json.loads((FOLDER / "index.json").read_text())

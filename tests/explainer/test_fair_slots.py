@@ -3,7 +3,7 @@ import asyncio
 
 import pytest
 
-from explainer.services.capacity import Capacity, generating
+from explainer.services.admission.capacity import Capacity, generating
 from tests.support import connect, until
 
 MESSAGES = [{"role": "user", "content": "<t403> <t407>"}]

@@ -7,7 +7,7 @@ import threading
 import pytest
 import torch
 
-from explainer.services.executors import BACKGROUND, STEP, DeviceExecutor
+from explainer.services.device.executors import BACKGROUND, STEP, DeviceExecutor
 from inference.engine import GenerationSession
 from inference.loading import load_model
 from inference.prompting import build_prompt
@@ -105,14 +105,14 @@ async def test_a_decoding_visitor_is_not_starved_by_long_prefills_or_a_measureme
 
 
 async def test_runs_finishing_together_share_one_weights_checksum_taken_in_slices(loaded, monkeypatch):
-    from explainer.services import checks as service_checks
-    from inference import checks
-    expected, calls, real = checks.weights_checksum(loaded.model), [], checks.parameter_sums
-    monkeypatch.setattr(checks, "parameter_sums", lambda group: (calls.append(len(group)), real(group))[1])
-    monkeypatch.setattr(service_checks, "SLICE_ELEMENTS", 20_000)  # the 260K-parameter model in several slices
-    crowd = await asyncio.gather(*(service_checks.weights_after_run("cpu", loaded.model) for _ in range(5)))
+    from explainer.services.run import after_run_checks
+    from inference import article_checks
+    expected, calls, real = article_checks.weights_checksum(loaded.model), [], article_checks.parameter_sums
+    monkeypatch.setattr(article_checks, "parameter_sums", lambda group: (calls.append(len(group)), real(group))[1])
+    monkeypatch.setattr(after_run_checks, "SLICE_ELEMENTS", 20_000)  # the 260K-parameter model in several slices
+    crowd = await asyncio.gather(*(after_run_checks.weights_after_run("cpu", loaded.model) for _ in range(5)))
     assert all(c == expected for c in crowd)  # the same bits as one pass
-    slices = len(checks.parameter_slices(loaded.model, 20_000))
+    slices = len(article_checks.parameter_slices(loaded.model, 20_000))
     assert slices > 1 and len(calls) == slices and sum(calls) == len(list(loaded.model.parameters()))
-    later = await service_checks.weights_after_run("cpu", loaded.model)  # after that one began: a fresh one
+    later = await after_run_checks.weights_after_run("cpu", loaded.model)  # after that one began: a fresh one
     assert later == crowd[0] and len(calls) == 2 * slices

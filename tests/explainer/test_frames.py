@@ -12,10 +12,10 @@ import pytest
 from transformers import AutoTokenizer
 from websockets.asyncio.client import connect as ws_connect
 
-from inference.frames import encoded_size, join_message, split_message
+from inference.wire.framing import encoded_size, join_message, split_message
 from inference.loading import load_model, resolve_spec
-from inference.packing import unpack
-from inference.payload import validate_payload
+from inference.wire.packing import unpack
+from inference.wire.schema import validate_payload
 from inference.prompting import build_prompt
 from tests.explainer.live_server import daphne_flag, start_daphne
 from tests.smollm2_shaped import save_smollm2_shaped

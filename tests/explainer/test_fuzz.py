@@ -17,9 +17,9 @@ from hypothesis import settings as hypothesis_settings
 from hypothesis import strategies as st
 
 from explainer.asgi import application
-from explainer.services import model_registry
-from explainer.services.capacity import generating
-from explainer.services.sessions import READER_PAUSED, live_sessions
+from explainer.services.device import model_registry
+from explainer.services.admission.capacity import generating
+from explainer.services.run.visitor_run import READER_PAUSED, live_sessions
 from tests.explainer.fuzz_frames import (GOOD_START, MAX_NEW_TOKENS, NO_RUN_FRAMES, RAW_FRAMES, RUN_FRAMES, START_FRAMES,
                                          VALID_MESSAGES, Frame)
 from tests.support import stories_spec

@@ -1,7 +1,7 @@
 """The host sees the whole room: visitors over every Daphne process, "reset workshop"."""
 from django.core.cache import cache
 
-from explainer.services import host_stats
+from explainer.services.workshop import presence
 from tests.explainer.test_workshop import (  # noqa: F401 (fixtures)
     DB, MESSAGES, close, follow, logged_in_host, no_leftovers, of_type, until, visitor, workshop_on)
 
@@ -9,7 +9,7 @@ from tests.explainer.test_workshop import (  # noqa: F401 (fixtures)
 @DB
 async def test_visitors_are_counted_over_every_daphne_process():
     """Another Daphne process's census (its slot in the shared cache) is added to this one's."""
-    other = host_stats.Census()
+    other = presence.Census()
     other.me = "other-daphne"
     cache.add("census:7", {"process": "other-daphne", "connected": 5, "following": 3}, 5)
     guest = await visitor()
@@ -26,7 +26,7 @@ async def test_visitors_are_counted_over_every_daphne_process():
 
 def test_each_process_claims_its_own_slot_and_keeps_it():
     cache.clear()
-    first, second = host_stats.Census(), host_stats.Census()
+    first, second = presence.Census(), presence.Census()
     first.publish(), second.publish(), first.publish()
     assert first.slot is not None and second.slot is not None and first.slot != second.slot
     slot = first.slot

@@ -11,7 +11,7 @@ from django.urls import URLPattern, URLResolver, get_resolver
 from hypothesis import HealthCheck, example, given, settings as hypothesis_settings, strategies as st
 
 from explainer.asgi import application
-from explainer.services import model_registry
+from explainer.services.device import model_registry
 from tests.inference.conftest import STORIES
 
 CONVERTER = re.compile(r"<(?:\w+:)?\w+>")

@@ -3,7 +3,7 @@ prefill, causal-mask check and tokens, as a lone visitor would."""
 import asyncio
 import threading
 
-from explainer.services.executors import executor_for, scheduler_for
+from explainer.services.device.executors import executor_for, scheduler_for
 from tests.support import connect, until
 
 PROMPTS = ["What does bank mean?", "Define a mole in chemistry.", "What does bank mean?"]  # the bundled model

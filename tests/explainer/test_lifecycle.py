@@ -11,9 +11,9 @@ import pytest
 import torch
 from websockets.asyncio.client import connect as ws_connect
 
-from explainer.services import limits
-from explainer.services.capacity import generating
-from explainer.services.sessions import as_error, live_sessions
+from explainer.services.admission import limits
+from explainer.services.admission.capacity import generating
+from explainer.services.run.visitor_run import as_error, live_sessions
 from inference.engine import GenerationSession
 from tests.explainer.live_server import ORIGIN, daphne_flag, start_daphne
 from tests.support import connect, stories_spec, until

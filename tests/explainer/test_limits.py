@@ -11,10 +11,11 @@ import pytest
 import websockets
 from websockets.asyncio.client import connect as ws_connect
 
-from explainer.services import limits, model_registry
-from explainer.services.capacity import generating
-from explainer.services.executors import executor_for
-from explainer.services.sessions import READER_PAUSED, live_sessions
+from explainer.services.admission import limits
+from explainer.services.device import model_registry
+from explainer.services.admission.capacity import generating
+from explainer.services.device.executors import executor_for
+from explainer.services.run.visitor_run import READER_PAUSED, live_sessions
 from tests.conftest import require
 from tests.explainer.live_server import ORIGIN, daphne_flag, start_daphne
 from tests.support import connect, stories_spec, until

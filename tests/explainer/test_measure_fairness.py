@@ -5,8 +5,8 @@ import time
 
 import pytest
 
-from explainer.services import measurements
-from explainer.services.executors import BACKGROUND, STEP, DeviceExecutor
+from explainer.services.device import measurements
+from explainer.services.device.executors import BACKGROUND, STEP, DeviceExecutor
 from tests.support import connect, until
 
 pytestmark = pytest.mark.usefixtures("stories_model")  # tests/explainer/conftest.py

@@ -4,8 +4,8 @@ import threading
 
 import pytest
 
-from explainer.services import measurements
-from inference.payload import validate_payload
+from explainer.services.device import measurements
+from inference.wire.schema import validate_payload
 from tests.support import connect, until
 
 pytestmark = pytest.mark.usefixtures("stories_model")  # tests/explainer/conftest.py

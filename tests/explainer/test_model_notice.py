@@ -3,7 +3,7 @@ import threading
 
 import pytest
 
-from explainer.services import model_registry
+from explainer.services.device import model_registry
 from inference.shipped import NOTICES, SMOLLM2
 
 

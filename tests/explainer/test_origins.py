@@ -5,7 +5,7 @@ from channels.testing import WebsocketCommunicator
 
 from explainer.asgi import application
 from explainer.origins import parse_origin
-from explainer.services import model_registry
+from explainer.services.device import model_registry
 from tests.inference.conftest import STORIES
 
 

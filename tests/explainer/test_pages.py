@@ -1,7 +1,7 @@
 """The index page and health check show the loaded model, or say clearly why it is missing."""
 import pytest
 
-from explainer.services import model_registry
+from explainer.services.device import model_registry
 from tests.support import STORIES, stories_spec
 
 

@@ -6,14 +6,13 @@ import pytest
 from django.test import Client
 
 from explainer.models import RecordedRun
-from explainer.services import checks
+from explainer.services.run import after_run_checks
 from explainer.services.recordings import RecordingError, _v0_to_v1, _v1_to_v2, upgrade
 from inference.engine import GenerationSession
 from inference.loading import load_model
-from inference.payload import SCHEMA_VERSION, validate_payload
+from inference.wire.schema import SCHEMA_VERSION, validate_payload
 from inference.prompting import build_prompt
 from inference.sampling import SamplingParams
-from inference.payload_builder import done_payload, session_payload
 from tests.support import STORIES, stories_spec
 
 MESSAGES = [{"role": "user", "content": "<t403> <t407>"}]
@@ -25,10 +24,10 @@ def recorded_payloads():
     """Every payload of one real run on stories260K, in the order the socket sends them."""
     loaded = load_model(stories_spec(), device="cpu")
     session = GenerationSession(loaded, build_prompt(loaded.tokenizer, input_ids=[1, 403, 407]), SamplingParams(**PARAMS))
-    payloads = [session_payload(session), session.prefill(), checks.causal_mask(session)]
+    payloads = [session.session_payload(), session.prefill(), after_run_checks.causal_mask(session)]
     while not session.finished:
         payloads.append(session.step())
-    payloads.append(done_payload(session))
+    payloads.append(session.done_payload())
     return json.loads(json.dumps(payloads))  # what a browser would send: plain JSON
 
 

@@ -7,9 +7,10 @@ from channels.layers import get_channel_layer
 from channels.worker import Worker
 
 from explainer.asgi import application
-from explainer.services import host_stats, model_registry
-from explainer.services.capacity import generating
-from explainer.services.remote import RemoteRun
+from explainer.services.workshop import room_stats
+from explainer.services.device import model_registry
+from explainer.services.admission.capacity import generating
+from explainer.services.run.remote import RemoteRun
 from tests.support import connect, stories_spec, until
 
 START = {"type": "start", "text": "Once upon a time", "params": {"temperature": 0.8, "seed": 1, "max_new_tokens": 5}}
@@ -106,11 +107,11 @@ async def test_the_host_page_sees_the_workers_generations_and_devices(settings):
     await survey.on_worker_frame(await asyncio.wait_for(layer.receive(channel), 10))
     (pong,), silent = await survey.survey_workers()
     assert silent == []
-    stats = host_stats.with_workers(host_stats.server_stats(), [pong])
+    stats = room_stats.with_workers(room_stats.server_stats(), [pong])
     assert stats["generations"] == {"active": before + 1, "limit": settings.EXPLAINER_MAX_SESSIONS}
     assert stats["workers"][0]["worker"] == "inference-test" and stats["workers"][0]["sessions"] == 1
     assert stats["model"]["name"] == "stories260K" and stats["device"]["name"] == "cpu"
-    assert host_stats.with_workers(stats, [])["generations"] == {"active": 0, "limit": 0}
+    assert room_stats.with_workers(stats, [])["generations"] == {"active": 0, "limit": 0}
     await comm.disconnect()
     worker.cancel()
 
@@ -140,7 +141,7 @@ async def test_a_silent_worker_is_named_for_the_host_page(settings):
     survey.surveying_since -= 3.5  # the host page has been asking for 3.5 s
     (pong,), silent = await survey.survey_workers()
     assert pong["worker"] == "inference-test" and silent == ["inference-gone"]
-    stats = host_stats.with_workers(host_stats.server_stats(), [pong], silent)
+    stats = room_stats.with_workers(room_stats.server_stats(), [pong], silent)
     assert stats["workers_silent"] == ["inference-gone"]
     worker.cancel()
 

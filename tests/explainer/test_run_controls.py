@@ -3,7 +3,7 @@ import json
 
 import pytest
 
-from explainer.services.capacity import generating
+from explainer.services.admission.capacity import generating
 from tests.support import connect, until
 
 LONG = {"type": "start", "messages": [{"role": "user", "content": "<t403> <t407>"}],

@@ -26,9 +26,9 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, rule, run_state_machine_as_test
 
 from explainer.asgi import application
-from explainer.services import sessions
-from explainer.services.capacity import generating
-from explainer.services.sessions import live_sessions
+from explainer.services.run import visitor_run
+from explainer.services.admission.capacity import generating
+from explainer.services.run.visitor_run import live_sessions
 
 ORIGIN = [(b"origin", b"http://127.0.0.1")]
 SEQUENCES = int(os.environ.get("RUN_MACHINE_SEQUENCES", "200"))
@@ -45,7 +45,7 @@ class ServerLog:
         self.events: list[tuple[str, dict | None]] = []
 
     def install(self, monkeypatch):
-        send, stop = sessions.VisitorRun.send, sessions.VisitorRun.stop
+        send, stop = visitor_run.VisitorRun.send, visitor_run.VisitorRun.stop
 
         async def logged_send(run, message):
             self.events.append(("sent", message))
@@ -55,8 +55,8 @@ class ServerLog:
             await stop(run, message)
             self.events.append(("stop_read", None))
 
-        monkeypatch.setattr(sessions.VisitorRun, "send", logged_send)
-        monkeypatch.setattr(sessions.VisitorRun, "stop", logged_stop)
+        monkeypatch.setattr(visitor_run.VisitorRun, "send", logged_send)
+        monkeypatch.setattr(visitor_run.VisitorRun, "stop", logged_stop)
 
     def check(self) -> None:
         after_stop = None

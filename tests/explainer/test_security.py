@@ -17,7 +17,7 @@ from django.urls import URLResolver, converters, get_resolver, reverse
 from explainer import routing
 from explainer.asgi import application
 from explainer.models import RecordedRun, new_run_id
-from explainer.services import model_registry
+from explainer.services.device import model_registry
 from tests.explainer.test_recordings import body, csrf_client, post, recorded_payloads  # noqa: F401 (a fixture)
 from tests.support import stories_spec
 

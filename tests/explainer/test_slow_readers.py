@@ -11,7 +11,7 @@ import pytest
 from websockets.asyncio.client import connect as ws_connect
 from websockets.exceptions import ConnectionClosed
 
-from explainer.services.limits import OutboundWindow
+from explainer.services.admission.limits import OutboundWindow
 from tests.explainer.live_server import start_daphne
 from tests.inference.conftest import STORIES
 

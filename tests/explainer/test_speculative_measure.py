@@ -1,7 +1,7 @@
 """The serving view's speculative measurement: n-gram prompt lookup on whatever model is served."""
 import pytest
 
-from explainer.services import model_registry
+from explainer.services.device import model_registry
 from tests.explainer.test_consumer import connect, until
 
 pytestmark = pytest.mark.usefixtures("stories_model")  # tests/explainer/conftest.py: stories260K is served

@@ -8,8 +8,8 @@ from django.test import Client
 
 from explainer.asgi import application
 from explainer.host import MAX_FAILURES
-from explainer.services import model_registry
-from explainer.services.capacity import generating
+from explainer.services.device import model_registry
+from explainer.services.admission.capacity import generating
 from tests.support import stories_spec, until
 
 PASSWORD = "class-of-2025"
@@ -309,7 +309,7 @@ async def test_session_limit_tells_the_next_visitor_busy():
 def test_cuda_memory_is_the_allocators_view(monkeypatch):
     import torch
 
-    from explainer.services.host_stats import device_memory
+    from explainer.services.workshop.room_stats import device_memory
 
     class Properties:
         total_memory = 80 << 30
@@ -369,7 +369,7 @@ class FakeRoom:
 
 
 async def test_follower_puts_frames_in_order_and_asks_again_after_a_gap():
-    from explainer.services.workshop import Follower
+    from explainer.services.workshop.following import Follower
 
     room = FakeRoom()
     follower = Follower(room)

@@ -12,8 +12,8 @@ from django.test import Client
 
 from explainer import host
 from explainer.asgi import application
-from explainer.services import limits, workshop
-from explainer.services.workshop import FOLLOW_BURST, Follower
+from explainer.services.admission import limits
+from explainer.services.workshop.following import FOLLOW_BURST, Follower
 from tests.explainer.live_server import ORIGIN, ROOT, start_daphne
 from tests.explainer.redis_server import redis_server
 from tests.support import stories_spec

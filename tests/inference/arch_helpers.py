@@ -20,7 +20,7 @@ from transformers import (
     Qwen2Config,
 )
 
-from inference.adapters import adapter_for
+from inference.discovery import adapter_for
 from inference.loading import FALLBACK_CHAT_TEMPLATE, LoadedModel, describe
 
 VOCAB = 128
@@ -185,9 +185,8 @@ def small_loaded(model_type: str) -> LoadedModel:
 def trace_architecture(model_type: str, prompt: list[int], new: int) -> tuple[str, str]:
     """("exact" | "mismatch" | "crash" | "not_small", detail): the engine's greedy ids against ``generate``,
     every payload validated."""
-    from inference import payload_builder
     from inference.engine import GenerationSession
-    from inference.payload import validate_payload
+    from inference.wire.schema import validate_payload
     from inference.prompting import build_prompt
     from inference.sampling import SamplingParams
 
@@ -203,10 +202,10 @@ def trace_architecture(model_type: str, prompt: list[int], new: int) -> tuple[st
                                         pad_token_id=0)
         session = GenerationSession(loaded, build_prompt(loaded.tokenizer, input_ids=list(prompt)),
                                     SamplingParams(temperature=0, max_new_tokens=new))
-        payloads = [payload_builder.session_payload(session), session.prefill()]
+        payloads = [session.session_payload(), session.prefill()]
         while not session.finished:
             payloads.append(session.step())
-        for payload in payloads + [payload_builder.done_payload(session)]:
+        for payload in payloads + [session.done_payload()]:
             validate_payload(payload)
     except Exception as exc:  # the point of the sweep: any failure is counted and named
         return "crash", f"{type(exc).__name__}: {str(exc)[:160]}"

@@ -7,7 +7,8 @@ from tests.inference.arch_helpers import (arch_config, causal_lm_types, decoder_
                                           trace_architecture)
 from tests.inference.test_architectures import PROMPT, run_greedy
 
-from inference.adapters import UnsupportedModel, adapter_for
+from inference.discovery import adapter_for
+from inference.model_config import UnsupportedModel
 
 
 def test_every_decoder_only_architecture_in_the_causal_lm_mapping():

@@ -15,11 +15,10 @@ import torch
 from tests.inference.arch_helpers import ARCHITECTURES, SLIDING_WINDOW, arch_config, tiny_loaded
 from transformers.cache_utils import DynamicLayer
 
-from inference import payload_builder
 from inference.engine import GenerationSession
 from inference.kvstats import kv_formula
-from inference.packing import unpack
-from inference.payload import validate_payload
+from inference.wire.packing import unpack
+from inference.wire.schema import validate_payload
 from inference.prompting import build_prompt
 from inference.sampling import SamplingParams
 
@@ -118,7 +117,7 @@ def test_step_logits_match_full_forward_without_cache(arch):
 @archs
 def test_every_payload_matches_the_schema(arch):
     run = greedy_run(arch)
-    for payload in [run["prefill"], *run["steps"], payload_builder.done_payload(run["session"])]:
+    for payload in [run["prefill"], *run["steps"], run["session"].done_payload()]:
         validate_payload(payload)
 
 

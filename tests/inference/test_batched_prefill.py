@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from inference import batched_prefill as bp
-from inference.checks import causal_change, causal_mask_check
+from inference.article_checks import causal_change, causal_mask_check
 from inference.scheduler import StepScheduler
 from tests.inference.arch_helpers import arch_config, tiny_loaded
 from tests.inference.test_scheduler import PROMPTS, close, session

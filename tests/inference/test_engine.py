@@ -2,12 +2,12 @@
 import torch
 import pytest
 
-from inference.checks import causal_mask_check
+from inference.article_checks import causal_mask_check
 from inference.engine import ContextWindowError, GenerationSession, SessionError
 from inference.kvstats import kv_formula
 from inference.ondemand import detail, retemper
-from inference.packing import unpack
-from inference.payload import validate_payload
+from inference.wire.packing import unpack
+from inference.wire.schema import validate_payload
 from inference.prompting import build_prompt
 from inference.sampling import SamplingParams
 

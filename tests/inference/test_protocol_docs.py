@@ -1,7 +1,7 @@
-"""docs/protocol.md and inference/payload.py stay in step."""
+"""docs/protocol.md and inference/wire/schema.py stay in step."""
 from pathlib import Path
 
-from inference.payload import SCHEMA, field_paths, schema_markdown
+from inference.wire.schema import SCHEMA, field_paths, schema_markdown
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "protocol.md"
 

@@ -6,7 +6,7 @@ import numpy as np
 import torch
 
 from inference.engine import GenerationSession
-from inference.packing import unpack
+from inference.wire.packing import unpack
 from inference.prompting import build_prompt
 from inference.sampling import SamplingParams
 from inference.scheduler import StepScheduler, batched_decode, can_batch, step_all

@@ -4,9 +4,8 @@ import json
 import pytest
 import torch
 
-from inference import payload_builder
 from inference.engine import GenerationSession
-from inference.payload import validate_payload
+from inference.wire.schema import validate_payload
 from inference.prompting import build_prompt
 from inference.sampling import SamplingParams
 from inference.shipped import MANIFEST, SMOLLM2, cache_is_valid, cached_folder, file_sha256, gguf_sha256
@@ -27,10 +26,10 @@ def test_description(smollm2):
 def test_greedy_trace_equals_generate(smollm2):
     prompt = build_prompt(smollm2.tokenizer, messages=MESSAGES)
     session = GenerationSession(smollm2, prompt, SamplingParams(temperature=0, max_new_tokens=NEW))
-    payloads = [payload_builder.session_payload(session), session.prefill()]
+    payloads = [session.session_payload(), session.prefill()]
     while not session.finished:
         payloads.append(session.step())
-    payloads.append(payload_builder.done_payload(session))
+    payloads.append(session.done_payload())
     for payload in payloads:
         validate_payload(payload)
     with torch.no_grad():

@@ -1,6 +1,6 @@
 """Record the article's example runs on SmolLM2-135M-Instruct into static/examples/ (the page's first paint).
 
-Each example is run exactly as a live socket run sends it (explainer/services/sessions.py): session, prefill, the
+Each example is run exactly as a live socket run sends it (explainer/services/run/visitor_run.py): session, prefill, the
 causal-mask check, every step, done and the after-run checks, and written in the recording format of
 explainer/services/recordings.py, plus an index.json the page's examples picker lists. Each file gets a .gz
 sibling, which WhiteNoise serves with Content-Encoding, so the first paint stays under 400 KB on the wire.
@@ -14,14 +14,13 @@ from pathlib import Path
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
-from explainer.services import checks
-from inference.checks import weights_checksum
+from explainer.services.run import after_run_checks
+from inference.article_checks import weights_checksum
 from inference.engine import GenerationSession
 from inference.loading import LoadedModel, load_model
-from inference.payload import SCHEMA_VERSION
+from inference.wire.schema import SCHEMA_VERSION
 from inference.prompting import build_prompt, validate_messages
 from inference.sampling import SamplingParams
-from inference.payload_builder import done_payload, session_payload
 
 MODEL_SPEC = "smollm2-135m-instruct"  # the model `make run` serves: the first paint shows a real model's run
 MAX_FILE_BYTES = 1_500_000  # the page fetches the first example before anything else: keep it light
@@ -63,12 +62,12 @@ def record(loaded: LoadedModel, messages: list[dict], params: dict, model_spec: 
     weights_before = weights_checksum(loaded.model)
     session = GenerationSession(loaded, prompt, sampling)
     try:
-        payloads = [session_payload(session), session.prefill(), checks.causal_mask(session)]
-        rows_before = checks.embedding_rows(session)
+        payloads = [session.session_payload(), session.prefill(), after_run_checks.causal_mask(session)]
+        rows_before = after_run_checks.embedding_rows(session)
         while not session.finished:
             payloads.append(session.step())
-        payloads.append(done_payload(session))
-        payloads += checks.after_run(session, rows_before, weights_before)
+        payloads.append(session.done_payload())
+        payloads += after_run_checks.after_run(session, rows_before, weights_before)
     finally:
         session.close()
     payloads = json.loads(json.dumps(payloads))  # exactly what a browser would have received

@@ -1,9 +1,9 @@
-"""The kept stack (inference/stacking.py): ticks of the same sessions feed the last tick's stacked cache again,
+"""The kept stack (inference/stacked_cache.py): ticks of the same sessions feed the last tick's stacked cache again,
 every row still equals its lone run, and a session that leaves the stack owns its cache."""
 import pytest
 
 from inference import scheduler as sched
-from inference.stacking import KeptStack, storage_of
+from inference.stacked_cache import KeptStack, storage_of
 from tests.inference.test_scheduler import PROMPTS, STEPS, close, lone_run, session, stepped_once
 
 

@@ -15,7 +15,7 @@ from channels.layers import get_channel_layer
 from django.conf import settings
 
 from explainer.protocol import ProtocolError
-from inference.payload_builder import error_payload, status_payload
+from explainer.messages import error_payload, status_payload
 
 log = logging.getLogger(__name__)
 PING_EVERY_S = 1.0

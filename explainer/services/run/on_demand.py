@@ -6,18 +6,20 @@ import asyncio
 from django.conf import settings
 
 from explainer.protocol import DETAIL_WHATS, MEASURES, choice, integer, number
-from explainer.services import measurements, model_registry
-from explainer.services.executors import queue_depth, run_on
-from explainer.services.run_errors import refusal
-from explainer.services.run_state import HELD, status
+from explainer.services.device import measurements
+from explainer.services.device import model_registry
+from explainer.services.device.executors import queue_depth, run_on
+from explainer.services.run.errors import refusal
+from explainer.services.run.control import HELD, status
 from inference.ondemand import detail, retemper
-from inference.payload_builder import busy_payload, serving_progress_payload, status_payload
+from explainer.messages import busy_payload, status_payload
+from inference.wire.builders import serving_progress_payload
 
 READER_PAUSED = status(HELD)
 
 
 class OnDemandAnswers:
-    """Mixed into VisitorRun (explainer/services/sessions.py): its session, device, window, address and send."""
+    """Mixed into VisitorRun (explainer/services/run/visitor_run.py): its session, device, window, address and send."""
 
     async def _busy(self, device: str | None = None, what: str | None = None) -> bool:
         """Refuse a request for a payload with `busy` while the client is behind on reading, or (given a

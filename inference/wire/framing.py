@@ -10,9 +10,48 @@ from __future__ import annotations
 
 import json
 
-from .payload_builder import encoded, encoded_size, part_payload
+from .schema import SCHEMA_VERSION
 
 PART_OVERHEAD = 256  # room for a part's own fields and one piece's path
+
+
+class Encoded(dict):
+    """A message with the text frame it encodes to (strict json.dumps, as strict_text
+    encodes it): made just before sending (split_message), so the size and the socket share one
+    encoding. Never changed after it is made."""
+    __slots__ = ("text",)
+
+    def __init__(self, message: dict, text: str):
+        super().__init__(message)
+        self.text = text
+
+
+def encoded(message: dict) -> dict:
+    """The message with its text; as it is when it is not strict JSON (the send path names that error)."""
+    if isinstance(message, Encoded):
+        return message
+    try:
+        return Encoded(message, json.dumps(message, allow_nan=False))
+    except ValueError:
+        return message
+
+
+def encoded_size(message) -> int:
+    """Bytes of the text frame: Channels' send_json is json.dumps with its defaults (ASCII-escaped)."""
+    text = getattr(message, "text", None)
+    return len(text) if text is not None else len(json.dumps(message).encode("utf-8"))
+
+
+def strict_text(message) -> str:
+    """The text frame of a message: strict JSON (allow_nan=False; ValueError on NaN or infinity, which a
+    browser's JSON.parse refuses). A message encoded before (Encoded) is its text."""
+    text = getattr(message, "text", None)
+    return text if text is not None else json.dumps(message, allow_nan=False)
+
+
+def part_payload(of: str, index: int, count: int, pieces: list[dict]) -> dict:
+    """One `part` of a message cut under the send cap."""
+    return {"type": "part", "schema_version": SCHEMA_VERSION, "of": of, "index": index, "count": count, "pieces": pieces}
 
 
 def split_message(message: dict, max_bytes: int) -> list[dict]:

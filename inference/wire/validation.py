@@ -1,4 +1,4 @@
-"""Recorded payloads checked against inference.payload.SCHEMA, nested types included, before they are stored.
+"""Recorded payloads checked against schema.SCHEMA, nested types included, before they are stored.
 
 validate_payload checks that each field is there with its top-level type. A recording comes from a
 browser, so this also checks what the schema says inside those fields: a `packed` array's dtype, shape
@@ -12,7 +12,7 @@ import types
 import typing
 
 from inference.loading import ModelDescription
-from inference.payload import SCHEMA, SchemaError, validate_payload
+from .schema import SCHEMA, SchemaError, validate_payload
 
 _SCALARS = {int: "int", float: "float", str: "str", bool: "bool"}
 

@@ -1,8 +1,11 @@
-"""The payload schema: every message the engine emits, defined once and versioned.
+"""The payload schema: every message of a run, defined once and versioned.
 
 ``docs/protocol.md`` carries the tables that ``schema_markdown()`` prints (a test keeps them in step),
-and ``validate_payload`` checks that what the engine emits has every field named here.
-Types: int, float, str, bool, list, object, packed (see "Packed arrays"), any; a trailing ? means null is allowed.
+and ``validate_payload`` checks that what the builders emit has every field named here.
+A rule is (type, meaning) or (type, meaning, default). Types: int, float, str, bool, list, object, packed
+(see "Packed arrays"), any; a trailing ? means null is allowed. A field added after recordings were made gets
+a default: recordings without it are filled in on reading (upgrades.with_defaults), with no version bump.
+SCHEMA_VERSION changes only when a field is renamed or removed (with an upgrade in upgrades.py).
 """
 from __future__ import annotations
 
@@ -138,6 +141,7 @@ class SchemaError(AssertionError):
 
 
 def validate_payload(payload: dict) -> None:
+    """Raise SchemaError unless every field of its type's table is there with its top-level type."""
     kind = payload.get("type")
     if kind not in SCHEMA:
         raise SchemaError(f"unknown payload type {kind!r}")
@@ -175,7 +179,8 @@ def field_paths(spec: dict, prefix: str = "") -> list[tuple[str, str, str]]:
             rows.append((path, "object", ""))
             rows.extend(field_paths(rule, path + "."))
         else:
-            rows.append((path, rule[0], rule[1]))
+            meaning = rule[1] if len(rule) < 3 else f"{rule[1]} (default {rule[2]!r} when absent)".lstrip()
+            rows.append((path, rule[0], meaning))
     return rows
 
 

@@ -14,23 +14,15 @@ import time
 from django.conf import settings
 
 from explainer.protocol import ProtocolError
-from explainer.services import workshop_policy
-from explainer.services.limits import RateLimited, TokenBucket
-from inference.payload_builder import workshop_payload
+from explainer.services.workshop import policy, presence
+from explainer.services.admission.limits import RateLimited, TokenBucket
+from explainer.messages import workshop_payload
 
 VERBS = ("follow",)
 GROUP = "workshop"
 RESYNC_EVERY = 32  # frames waiting behind a gap: ask the host again (its answer may have been dropped)
 SYNC_AGAIN_S = 2.0  # at most one catch-up request in flight per follower
 FOLLOW_RATE_PER_S, FOLLOW_BURST = 0.5, 4  # follow toggles: a few clicks, never a replay flood
-
-_present: set["Follower"] = set()  # this process's article sockets, for the host page
-
-
-def census() -> dict:
-    """Connected and following visitors on this process's sockets."""
-    return {"connected": len(_present), "following": sum(1 for f in _present if f.following)}
-
 
 class NoFollower:
     """For sockets that never follow a host (embeds)."""
@@ -62,7 +54,7 @@ class Follower(NoFollower):
     def __init__(self, consumer):
         super().__init__(consumer)
         self.joined = False
-        self.state = workshop_policy.as_snapshot(None)
+        self.state = policy.as_snapshot(None)
         self.toggles = TokenBucket(FOLLOW_RATE_PER_S, FOLLOW_BURST)
         self.acked, self.acking = 0, False  # the page's acks: host frames go out within the window too
         self.room = asyncio.Event()
@@ -81,19 +73,17 @@ class Follower(NoFollower):
 
     async def join(self) -> None:
         """Join the group and tell the page what the host is doing (workshop mode only)."""
-        if not workshop_policy.enabled() or self.layer is None:
+        if not policy.enabled() or self.layer is None:
             return
         await self.layer.group_add(GROUP, self.consumer.channel_name)
         self.joined = True
-        _present.add(self)
-        from explainer.services.host_stats import census_publisher  # (host_stats imports this module)
-
-        census_publisher.ensure_running()  # the host page counts this process's visitors with the room's
-        self.state = await workshop_policy.snapshot()
+        presence.arrive(self)
+        presence.census_publisher.ensure_running()  # the host page counts this process's visitors with the room's
+        self.state = await policy.snapshot()
         await self._tell()
 
     async def leave(self) -> None:
-        _present.discard(self)
+        presence.leave(self)
         if self.waiter:
             self.waiter.cancel()
         if self.joined:
@@ -122,7 +112,7 @@ class Follower(NoFollower):
         """Before the visitor's own start: refused while the host allows no own runs; else stop following."""
         if not self.joined:
             return
-        self.state = await workshop_policy.snapshot()
+        self.state = await policy.snapshot()
         if not self.state["limits"]["own_runs_allowed"]:
             raise ProtocolError("workshop_pinned", "the workshop host has turned off visitors' own runs: "
                                 "follow the host's run")
@@ -226,5 +216,5 @@ class Follower(NoFollower):
     async def _tell(self) -> None:
         """The page's view of the workshop: the toggle, the banner, the pinned parameters."""
         broadcast = {k: v for k, v in (self.state.get("broadcast") or {}).items() if k != "host"}  # a channel name
-        await self.consumer.send_frame(workshop_payload(self.following, workshop_policy.is_live(broadcast),
+        await self.consumer.send_frame(workshop_payload(self.following, policy.is_live(broadcast),
                                                         self.state.get("pins", {}), self.state.get("limits", {}), broadcast))

@@ -2,7 +2,7 @@
 
 A token bucket caps each socket's message rate; a socket that keeps flooding is closed. Open sockets are
 counted per client address. The outbound window (how far a run may get ahead of what its client has
-read) is `OutboundWindow`, used by explainer/services/sessions.py.
+read) is `OutboundWindow`, used by explainer/services/run/visitor_run.py.
 """
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from collections import Counter, deque
 from django.conf import settings
 
 from explainer.protocol import ProtocolError
-from inference.payload_builder import error_payload
+from explainer.messages import error_payload
 
 REFUSED_CLOSE_CODE = 4029  # like HTTP 429: too many connections, or a socket that kept flooding
 QUEUED_CLOSE_CODE = 4009  # like 1009: more than EXPLAINER_MAX_QUEUED_BYTES sent and not yet read (explainer/daphne_patch.py)

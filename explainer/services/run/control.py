@@ -2,7 +2,7 @@
 
 The state lives here and nowhere else. Verbs only change it and never wait for model work, so the
 socket's consumer stays free to read the next frame (a `stop`, an `ack`) while a step computes; the run's
-driver (explainer/services/sessions.py) does the model work and reads the state between steps.
+driver (explainer/services/run/visitor_run.py) does the model work and reads the state between steps.
 
     idle ──start──▶ prefilling ──▶ running ◀──resume── paused
                         │            │  ▲ ──pause──▶   │  ▲ step (one step, stays paused)
@@ -17,7 +17,7 @@ import asyncio
 import time
 
 from explainer.protocol import ProtocolError
-from inference.payload_builder import status_payload
+from explainer.messages import status_payload
 
 IDLE, PREFILLING, RUNNING, PAUSED, HELD, STOPPING, FINISHED = (
     "idle", "prefilling", "running", "paused", "held", "stopping", "finished")

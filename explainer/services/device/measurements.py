@@ -12,12 +12,12 @@ from datetime import datetime, timezone
 from django.conf import settings
 
 from explainer.protocol import ProtocolError, choice, integer
-from explainer.services import model_registry
-from explainer.services.limits import TokenBucket
-from explainer.services.executors import BACKGROUND, executor_for, run_on
+from explainer.services.device import model_registry
+from explainer.services.admission.limits import TokenBucket
+from explainer.services.device.executors import BACKGROUND, executor_for, run_on
 from inference import serving
 from inference.loading import ModelNotAvailable
-from inference.payload_builder import measured_payload, serving_payload
+from inference.wire.builders import measured_payload, serving_payload
 from inference.prompting import build_prompt
 
 DEFAULT_PROMPT = [{"role": "user", "content": "The mole on my face may need a biopsy. Explain this simply."}]

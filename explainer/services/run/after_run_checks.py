@@ -4,23 +4,24 @@ import weakref
 
 import torch
 
-from explainer.services.executors import run_on
-from inference import checks
-from inference.payload_builder import check_payload as check_message, piece
+from explainer.services.device.executors import run_on
+from inference import article_checks
+from inference.capture_records import piece
+from inference.wire.builders import check_payload as check_message
 
 
 def causal_mask(session) -> dict:
     """Replace the prompt's last ordinary token: every earlier position's hidden state must not move."""
     ids, tok = session.prompt.ids, session.tokenizer
-    change = checks.causal_change(ids, session.special_ids, tok.decode, session.description.vocab_size)
+    change = article_checks.causal_change(ids, session.special_ids, tok.decode, session.description.vocab_size)
     if change is None:
         return check_message("causal_mask", True, {"change_at": None, "reason": "the prompt has no later token to change"})
     position, replacement = change
     own, twin = session.prefill_hidden, session.causal_twin  # the run's own prefill (and its twin), then freed
     session.prefill_hidden = session.causal_twin = None
-    result = checks.causal_mask_check(session.loaded, ids, position, replacement, own, twin)
+    result = article_checks.causal_mask_check(session.loaded, ids, position, replacement, own, twin)
     if twin is not None and not result["earlier_unchanged"]:  # rows of one batch disagreed: two lone passes decide
-        result = checks.causal_mask_check(session.loaded, ids, position, replacement)
+        result = article_checks.causal_mask_check(session.loaded, ids, position, replacement)
     result["original"] = {"id": ids[position], "text": piece(tok, ids[position])}
     result["replacement"] = {"id": replacement, "text": piece(tok, replacement)}
     return check_message("causal_mask", result["earlier_unchanged"], result)
@@ -39,7 +40,7 @@ def after_run(session, rows_before: torch.Tensor, weights_before: dict, weights_
     change = float((rows_after.float() - rows_before.float()).abs().max()) if rows_before.numel() else 0.0
     rows = [{"position": n, "id": i, "norm_before": round(float(rows_before[n].float().norm()), 6),
              "norm_after": round(float(rows_after[n].float().norm()), 6)} for n, i in enumerate(session.prompt.ids[:64])]
-    weights_after = weights_after or checks.weights_checksum(session.model)
+    weights_after = weights_after or article_checks.weights_checksum(session.model)
     return [
         check_message("embedding_rows_unchanged", change == 0.0, {"rows": rows, "max_abs_change": change}),
         check_message("weights_unchanged", weights_after == weights_before,
@@ -74,8 +75,8 @@ async def _checksum_in_slices(device: str, model, waiting: dict) -> None:
         future = waiting.pop(device)  # it begins: a run finishing from here on waits for the next one
     try:
         sums = []
-        for group in checks.parameter_slices(model, SLICE_ELEMENTS):
-            sums += await run_on(device, checks.parameter_sums, group)
-        future.set_result(checks.checksum_of(sums, sum(p.numel() for p in model.parameters())))
+        for group in article_checks.parameter_slices(model, SLICE_ELEMENTS):
+            sums += await run_on(device, article_checks.parameter_sums, group)
+        future.set_result(article_checks.checksum_of(sums, sum(p.numel() for p in model.parameters())))
     except Exception as exc:  # noqa: BLE001 - every run waiting on it hears
         future.set_exception(exc)

@@ -4,7 +4,7 @@ import time
 
 from django.conf import settings
 
-from inference.checks import weights_checksum
+from inference.article_checks import weights_checksum
 from inference.loading import LoadedModel, ModelNotAvailable, load_model
 from inference.shipped import notice_for
 

@@ -7,13 +7,13 @@ import torch
 
 from explainer.protocol import ProtocolError
 from inference.engine import SessionError
-from inference.kept import NotKept
+from inference.kept_steps import NotKept
 from inference.ondemand import DetailError
-from inference.payload_builder import error_payload
+from explainer.messages import error_payload
 from inference.prompting import PromptError
 from inference.sampling import ParamError
 
-log = logging.getLogger("explainer.services.sessions")
+log = logging.getLogger("explainer.services.run.visitor_run")
 ENGINE_ERRORS = (ParamError, PromptError, DetailError, SessionError, NotKept)
 OUT_OF_MEMORY = (MemoryError, torch.OutOfMemoryError)
 

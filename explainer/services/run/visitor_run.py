@@ -8,17 +8,20 @@ import weakref
 from django.conf import settings
 
 from explainer.protocol import ProtocolError, integer, prompt_fields
-from explainer.services import checks, limits, model_registry, workshop_policy
-from explainer.services.capacity import generating
-from explainer.services.executors import run_on, scheduler_for
-from explainer.services.requests import LOADING, READER_PAUSED, OnDemandAnswers
-from explainer.services.run_errors import ENGINE_ERRORS, OUT_OF_MEMORY, as_error, refusal, wrapped
-from explainer.services.run_state import FINISHED, HELD, PAUSED, RUNNING, STOPPING, RunControl, status
+from explainer.services.run import after_run_checks
+from explainer.services.admission import limits
+from explainer.services.device import model_registry
+from explainer.services.workshop import policy
+from explainer.services.admission.capacity import generating
+from explainer.services.device.executors import run_on, scheduler_for
+from explainer.services.run.on_demand import LOADING, READER_PAUSED, OnDemandAnswers
+from explainer.services.run.errors import ENGINE_ERRORS, OUT_OF_MEMORY, as_error, refusal, wrapped
+from explainer.services.run.control import FINISHED, HELD, PAUSED, RUNNING, STOPPING, RunControl, status
 from inference.batched_prefill import MOST_PROMPT_TOKENS
 from inference.engine import GenerationSession
-from inference.frames import split_message
+from inference.wire.framing import split_message
 from inference.loading import ModelNotAvailable
-from inference.payload_builder import busy_payload, done_payload, session_payload
+from explainer.messages import busy_payload
 from inference.prompting import build_prompt, validate_messages, validate_text
 from inference.sampling import SamplingParams
 
@@ -76,7 +79,7 @@ class VisitorRun(OnDemandAnswers):
     async def start(self, message: dict) -> None:
         fields = prompt_fields(message)
         await self.end()
-        fields, slots = await workshop_policy.apply_to_start(fields)  # the workshop host's pins and limits
+        fields, slots = await policy.apply_to_start(fields)  # the workshop host's pins and limits
         # Refuse bad parameters and messages before anything waits on the model.
         params = SamplingParams.from_dict(fields["params"], max_new_tokens_cap=settings.EXPLAINER_MAX_NEW_TOKENS)
         if fields["text"] is None:  # prompt_fields made sure exactly one of the two is there
@@ -114,10 +117,10 @@ class VisitorRun(OnDemandAnswers):
         _live.add(self)
         self.control.set_computing(True)
         try:
-            await self.send(session_payload(self.session))
+            await self.send(self.session.session_payload())
             await self.send(await self._prefill())
-            await self.send(await run_on(self.device, checks.causal_mask, self.session))
-            self.rows_before = await run_on(self.device, checks.embedding_rows, self.session)
+            await self.send(await run_on(self.device, after_run_checks.causal_mask, self.session))
+            self.rows_before = await run_on(self.device, after_run_checks.embedding_rows, self.session)
         finally:
             self.control.set_computing(False)
         self.control.prefilled()
@@ -134,7 +137,7 @@ class VisitorRun(OnDemandAnswers):
         return await run_on(self.device, self.session.prefill)
 
     async def _drive(self) -> None:
-        """Step while the state says so, and end with `done` and the checks."""
+        """Step while the state says so, and end with `done` and the after_run_checks."""
         try:
             while await self._next_step_allowed():
                 await self._one_step()
@@ -209,10 +212,10 @@ class VisitorRun(OnDemandAnswers):
             self.session.stop()  # here, between steps: no step in flight can overwrite it
         self.control.finish()
         await self._flush()
-        await self.send(done_payload(self.session))
+        await self.send(self.session.done_payload())
         weights_before = model_registry.initial_checksum()
-        weights_after = await checks.weights_after_run(self.device, self.session.model)
-        for check in await run_on(self.device, checks.after_run, self.session, self.rows_before, weights_before, weights_after):
+        weights_after = await after_run_checks.weights_after_run(self.device, self.session.model)
+        for check in await run_on(self.device, after_run_checks.after_run, self.session, self.rows_before, weights_before, weights_after):
             await self.send(check)
         await self._release()  # free before the run's last word: a client may start again at once
         await self.send(self.control.finished_status(self.session.finished))

@@ -1,0 +1,24 @@
+"""The messages only the web side sends (docs/protocol.md): refusals, busy, the page's status line and the
+workshop banner. The run's own payloads come from inference/wire/builders.py."""
+from __future__ import annotations
+
+
+def error_payload(code: str, message: str, field: str | None = None) -> dict:
+    return {"type": "error", "code": code, "message": message, "field": field}
+
+
+def busy_payload(reason: str, retry_after_s: float, what: str | None = None) -> dict:
+    """`what`: the measurement refused (its diagram shows the wait and asks again, not the page's banner)."""
+    reply = {"type": "busy", "reason": reason, "retry_after_s": retry_after_s}
+    return reply if what is None else {**reply, "what": what}
+
+
+def status_payload(state: str, message: str = "", **extra) -> dict:
+    """extra: run_state (the run's own state), reason (why a run ended)."""
+    return {"type": "status", "state": state, "message": message, **extra}
+
+
+def workshop_payload(following: bool, host_live: bool, pins: dict, limits: dict, broadcast: dict) -> dict:
+    """A follower page's view of the workshop: the toggle, the banner, the pinned parameters."""
+    return {"type": "workshop", "following": following, "host_live": host_live, "pins": pins, "limits": limits,
+            "broadcast": broadcast}

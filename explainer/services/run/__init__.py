@@ -1,0 +1,1 @@
+"""A visitor's run: its state machine, its verbs, on-demand answers, after-run checks, and remote runs on workers."""
