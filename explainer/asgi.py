@@ -15,7 +15,7 @@ from django.conf import settings  # noqa: E402
 from explainer.cors import CorsMiddleware  # noqa: E402
 from explainer.origins import SameOriginValidator  # noqa: E402
 from explainer.daphne_patch import patch_daphne_shutdown  # noqa: E402
-from explainer.routing import embed_patterns, session_patterns  # noqa: E402
+from explainer.routing import embed_patterns, site_patterns  # noqa: E402
 from explainer.worker import worker_router  # noqa: E402
 
 patch_daphne_shutdown()
@@ -26,7 +26,7 @@ class WebSocketRouter:
     CSRF_TRUSTED_ORIGINS; embeds also EXPLAINER_EMBED_ORIGINS (explainer/origins.py)."""
 
     def __init__(self):
-        self.site = SameOriginValidator(SessionMiddlewareStack(URLRouter(session_patterns)),
+        self.site = SameOriginValidator(SessionMiddlewareStack(URLRouter(site_patterns)),
                                         lambda: settings.CSRF_TRUSTED_ORIGINS)
         # The site's own origin too (always admitted): a live iframe embed's socket comes from the Hit Enter page itself.
         self.embed = SameOriginValidator(URLRouter(embed_patterns), lambda: settings.EXPLAINER_EMBED_ORIGINS)

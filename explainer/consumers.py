@@ -7,6 +7,7 @@ workshop host). The host's socket lives in explainer/host.py.
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 from django.conf import settings
 
+from explainer.messages import status_payload
 from explainer.protocol import StrictJson, parse_frame
 from explainer.services.admission import limits
 from explainer.services.run import placement
@@ -20,8 +21,8 @@ except ImportError:  # pragma: no cover - channels 4.3 has none: Daphne drops se
 SOCKET_GONE = (Disconnected, ConnectionError)
 
 
-class SessionConsumer(StrictJson, AsyncJsonWebsocketConsumer):
-    """One generation session per socket (docs/protocol.md)."""
+class VisitorConsumer(StrictJson, AsyncJsonWebsocketConsumer):
+    """A visitor's socket (/ws/session/): one run at a time (docs/protocol.md)."""
 
     follows_workshop = True
 
@@ -38,7 +39,7 @@ class SessionConsumer(StrictJson, AsyncJsonWebsocketConsumer):
             self.run = placement.open_run(self.send_frame, self.channel_name, self.guard.address)
             self.follower = following.Follower(self) if self.follows_workshop else following.NoFollower()
             await self.follower.join()
-            await self.send_frame({"type": "status", "state": "ready", "message": ""})
+            await self.send_frame(status_payload("ready"))
         except BaseException:  # disconnect() never runs after a failed connect: the address's count comes back here
             await self.disconnect(None)
             raise
@@ -102,7 +103,7 @@ class SessionConsumer(StrictJson, AsyncJsonWebsocketConsumer):
         await self.follower.on_event(event)
 
 
-class EmbedConsumer(SessionConsumer):
+class EmbedConsumer(VisitorConsumer):
     """An embedded widget's own session: same protocol, no workshop."""
 
     follows_workshop = False

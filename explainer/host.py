@@ -23,6 +23,7 @@ from django.core.cache import cache
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_http_methods
 
+from explainer.messages import error_payload
 from explainer.protocol import StrictJson, encode_frame, json_object, parse_frame, prompt_fields
 from explainer.services.workshop import room_stats
 from explainer.services.admission import limits
@@ -157,8 +158,7 @@ class HostConsumer(StrictJson, AsyncJsonWebsocketConsumer):
     async def connect(self):
         await self.accept()
         if not await _is_host(self.scope):
-            await self.send_json({"type": "error", "code": "not_host", "field": None,
-                                  "message": "log in as the workshop host at /host/ first"})
+            await self.send_json(error_payload("not_host", "log in as the workshop host at /host/ first"))
             await self.close(code=NOT_HOST_CLOSE_CODE)
             return
         self.broadcast = Broadcast()

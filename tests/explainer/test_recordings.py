@@ -7,7 +7,8 @@ from django.test import Client
 
 from explainer.models import RecordedRun
 from explainer.services.run import after_run_checks
-from explainer.services.recordings import RecordingError, _v0_to_v1, _v1_to_v2, upgrade
+from explainer.services.recordings import RecordingError, upgrade
+from inference.wire.upgrades import _v0_to_v1, _v1_to_v2
 from inference.engine import GenerationSession
 from inference.loading import load_model
 from inference.wire.schema import SCHEMA_VERSION, validate_payload

@@ -50,9 +50,9 @@ async def test_a_connect_that_fails_half_way_gives_its_connection_back(monkeypat
 
 
 async def test_a_send_to_a_gone_socket_is_a_close_not_an_error():
-    from explainer.consumers import SessionConsumer
+    from explainer.consumers import VisitorConsumer
 
-    consumer = SessionConsumer()
+    consumer = VisitorConsumer()
     calls = []
 
     async def gone(text_data=None, bytes_data=None, close=False):
@@ -97,7 +97,7 @@ async def cycle_then_fill(url: str, page_origin: str) -> None:
 # ---- follow amplification ------------------------------------------------------------------------
 
 class Page:
-    """A follower's consumer: counts what it sends, like SessionConsumer.send_frame."""
+    """A follower's consumer: counts what it sends, like VisitorConsumer.send_frame."""
 
     channel_name = "visitor-channel"
 

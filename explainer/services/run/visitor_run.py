@@ -36,7 +36,7 @@ def live_sessions() -> int:
 
 
 class VisitorRun(OnDemandAnswers):
-    """One socket's run: its session, the driver task that steps it, and its control state (run_state.py).
+    """One socket's run: its session, the driver task that steps it, and its control state (control.py).
 
     `start` answers with the prefill; after it, control verbs change the state and return at once and only
     the driver task steps the model, so a `stop` or an `ack` is read while a step computes. A reply (or

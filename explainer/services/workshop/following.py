@@ -54,7 +54,7 @@ class Follower(NoFollower):
     def __init__(self, consumer):
         super().__init__(consumer)
         self.joined = False
-        self.state = policy.as_snapshot(None)
+        self.snapshot = policy.as_snapshot(None)
         self.toggles = TokenBucket(FOLLOW_RATE_PER_S, FOLLOW_BURST)
         self.acked, self.acking = 0, False  # the page's acks: host frames go out within the window too
         self.room = asyncio.Event()
@@ -79,7 +79,7 @@ class Follower(NoFollower):
         self.joined = True
         presence.arrive(self)
         presence.census_publisher.ensure_running()  # the host page counts this process's visitors with the room's
-        self.state = await policy.snapshot()
+        self.snapshot = await policy.snapshot()
         await self._tell()
 
     async def leave(self) -> None:
@@ -112,8 +112,8 @@ class Follower(NoFollower):
         """Before the visitor's own start: refused while the host allows no own runs; else stop following."""
         if not self.joined:
             return
-        self.state = await policy.snapshot()
-        if not self.state["limits"]["own_runs_allowed"]:
+        self.snapshot = await policy.snapshot()
+        if not self.snapshot["limits"]["own_runs_allowed"]:
             raise ProtocolError("workshop_pinned", "the workshop host has turned off visitors' own runs: "
                                 "follow the host's run")
         if self.following:
@@ -130,7 +130,7 @@ class Follower(NoFollower):
         """News from a host: its state (pins, limits, broadcast), or the frames this socket asked for."""
         kind = event.get("kind")
         if kind == "state":
-            self.state = event["state"]
+            self.snapshot = event["state"]
             await self._tell()
         elif kind == "frames" and self.following:
             await self._accept(event["broadcast"], event["frames"])
@@ -215,6 +215,6 @@ class Follower(NoFollower):
 
     async def _tell(self) -> None:
         """The page's view of the workshop: the toggle, the banner, the pinned parameters."""
-        broadcast = {k: v for k, v in (self.state.get("broadcast") or {}).items() if k != "host"}  # a channel name
+        broadcast = {k: v for k, v in (self.snapshot.get("broadcast") or {}).items() if k != "host"}  # a channel name
         await self.consumer.send_frame(workshop_payload(self.following, policy.is_live(broadcast),
-                                                        self.state.get("pins", {}), self.state.get("limits", {}), broadcast))
+                                                        self.snapshot.get("pins", {}), self.snapshot.get("limits", {}), broadcast))
