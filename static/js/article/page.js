@@ -1,12 +1,12 @@
-// The article page's shared state: one RunState folded from every server message, the socket, and what
+// The article page's shared state: one RunView folded from every server message, the socket, and what
 // the page is showing. The article's modules (controls, chrome, diagrams, recordings, requests) share it.
-import { RunState } from "../run-state.js";
+import { RunView } from "../run-view.js";
 import { SessionClient } from "../client.js";
 import { WorkshopFollow } from "../workshop-follow.js";
 import { stepFromUrl } from "../step-bar.js";
 
 export const $ = (sel) => document.querySelector(sel);
-export const state = new RunState();
+export const state = new RunView();
 export const client = new SessionClient();
 export const workshop = new WorkshopFollow(client); // listens first: following is current when the page redraws
 

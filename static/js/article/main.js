@@ -1,15 +1,15 @@
 // Wires the article: prompt box, parameters, run buttons, status banner, streamed reply, and hands one
-// RunState (folded from every server message) to every diagram on the page. The parts live in article/:
+// RunView (folded from every server message) to every diagram on the page. The parts live beside it in article/:
 // page (shared state), controls, chrome (banner and reply), diagrams, recordings (replays, examples, the
 // step bar) and requests (what the diagrams ask of the server).
-import { RunRecorder } from "./save-run.js";
-import { addMessage, bindRanges } from "./prompt-form.js";
-import { $, client, page, state, workshop } from "./article/page.js";
-import { bindButtons, updateButtons } from "./article/controls.js";
-import { renderChrome } from "./article/chrome.js";
-import { addExportBars, feedDiagrams, findDiagrams, loadElements } from "./article/diagrams.js";
-import { followRun, goLive, loadExamples, replayRecording, runRecordingLive } from "./article/recordings.js";
-import { backToOriginal, request } from "./article/requests.js";
+import { RunRecorder } from "../save-run.js";
+import { addMessage, bindRanges } from "../prompt-form.js";
+import { $, client, page, state, workshop } from "./page.js";
+import { bindButtons, updateButtons } from "./controls.js";
+import { renderChrome } from "./chrome.js";
+import { addExportBars, feedDiagrams, findDiagrams, loadElements } from "./diagrams.js";
+import { followRun, goLive, loadExamples, replayRecording, runRecordingLive } from "./recordings.js";
+import { backToOriginal, request } from "./requests.js";
 
 const DEFAULT_MESSAGES = [{ role: "user", content: "The mole on my face may need a biopsy. Explain this simply." }];
 const RUN_MESSAGES = new Set(["prefill", "step", "done", "check", "detail", "retemper"]);
