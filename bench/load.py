@@ -24,7 +24,7 @@ from pathlib import Path
 import websockets
 
 ROOT = Path(__file__).resolve().parents[1]
-ARTICLE_PROMPT = "The mole on my face may need a biopsy. Explain this simply."  # static/js/article.js
+ARTICLE_PROMPT = "The mole on my face may need a biopsy. Explain this simply."  # static/js/article/main.js
 MAX_VISITORS = 256  # bounded: a typo must not open thousands of sockets
 TARGETS = {"errors": 0, "tokens_per_s_vs_1": 3.0, "itl_p95_over_p50": 2.0}  # issue 14, at the largest batch
 MODEL_RATIO = {"smollm2-135m-instruct": 5.0}  # batching pays more on a larger model (goal 8x); others: 3x

@@ -1,7 +1,7 @@
-// Feeds for embedded diagrams (docs/embedding.md): one RunState per recording or per live prompt, shared
+// Feeds for embedded diagrams (docs/embedding.md): one RunView per recording or per live prompt, shared
 // by every element that names it. A ReplayFeed folds a recording's payloads; a LiveFeed opens its own
 // socket on /ws/embed/ and folds what the server sends. Either hands its state to its elements.
-import { RunState } from "./run-state.js";
+import { RunView } from "./run-view.js";
 import { SessionClient } from "./client.js";
 import { fetchJson, joinParts } from "./replay.js";
 
@@ -34,7 +34,7 @@ class Feed extends EventTarget {
   constructor(origin) {
     super();
     this.origin = origin;
-    this.state = new RunState();
+    this.state = new RunView();
     this.elements = new Set();
   }
 

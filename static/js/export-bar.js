@@ -1,6 +1,6 @@
 // The row of buttons under a diagram: "Download SVG", "Download PNG" of what it shows now, and "Copy embed
 // code" for a snippet that shows the same run, step, layer and head on another page (docs/embedding.md).
-// Added from outside the diagram, on the article (article.js) and in embeds (embed.js), into the element's own
+// Added from outside the diagram, on the article (article/main.js) and in embeds (embed.js), into the element's own
 // shadow root under the diagram (its styles are elements.css's, so the page's CSS cannot restyle the buttons).
 import { addControl, el } from "./lib/base-element.js";
 

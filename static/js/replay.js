@@ -2,9 +2,9 @@
 // `Replay` folds the recording's payloads up to a position (the page's step bar, step-bar.js, then picks the
 // step every diagram shows); `ExamplePicker` lists the example runs shipped with the article.
 import { PartAssembler } from "./client.js";
-import { RunState } from "./run-state.js";
+import { RunView } from "./run-view.js";
 
-/** A recording's payloads, foldable into the RunState of any position 0 … steps. */
+/** A recording's payloads, foldable into the RunView of any position 0 … steps. */
 export class Replay {
   constructor(payloads) {
     this.payloads = joinParts(payloads);
@@ -21,7 +21,7 @@ export class Replay {
    * The run as it stood after `position` steps: session, prefill and checks, the first `position` steps;
    * `done` and the after-run checks only at the end. Folds into `state` (its session payload resets it).
    */
-  stateAt(position, state = new RunState()) {
+  stateAt(position, state = new RunView()) {
     const k = this.clamp(position);
     const end = k < this.steps ? this.stepIndexes[k] : this.payloads.length;
     for (let i = 0; i < end; i++) state.apply(this.payloads[i]);

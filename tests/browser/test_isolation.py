@@ -216,7 +216,7 @@ def test_article_in_dark_mode_passes_colour_contrast(axe_page, site_url):
 
 
 def test_hovered_value_shows_in_the_elements_own_readout_line(page, site_url, author_page):
-    """The base's readout (what article.js once patched in beside each diagram) lives inside the element."""
+    """The base's readout (what the article's script once patched in beside each diagram) lives inside the element."""
     page.goto(author_page("readout.html", html(site_url, f'<he-tokens example="{EXAMPLE}"></he-tokens>')))
     page.wait_for_selector("he-tokens[data-rendered]", state="attached", timeout=20_000)
     readout = page.locator("he-tokens [part=readout]")

@@ -13,7 +13,7 @@ document.addEventListener("securitypolicyviolation",
 """
 ELEMENTS = ["template", "tokens", "embeddings", "positions", "mask", "attention", "layers", "logits", "stages",
             "filter", "dice", "sequence", "kv", "stream", "stop", "context", "myths", "timeline", "kvcalc", "batch",
-            "speculative", "quant"]  # static/js/article.js
+            "speculative", "quant"]  # static/js/article/main.js
 EVERY_DIAGRAM = ", ".join(f"he-{name}" for name in ELEMENTS)
 
 

@@ -1,7 +1,7 @@
-// The page's chrome around the diagrams: the status banner (what the run and the socket are doing) and
-// the streamed reply.
-import { $, page, state } from "./page.js";
-import { runPhase, updateButtons } from "./controls.js";
+// The page's chrome around the diagrams: the status banner (what the run and the socket are doing), the
+// streamed reply and the run buttons, drawn whole from the page's state by renderChrome() on every change.
+import { $, page, runPhase, state } from "./page.js";
+import { renderButtons } from "./controls.js";
 
 function connectionText() {
   const { connection } = page;
@@ -43,6 +43,7 @@ function bannerText() {
   return { kind: "info", text: "Ready. Press play to run the model on your prompt." };
 }
 
+/** Draw everything around the diagrams from the state as it is now (main.js runs it on every change). */
 export function renderChrome() {
   const b = bannerText();
   const node = $("#status-banner");
@@ -54,5 +55,5 @@ export function renderChrome() {
   reply.classList.toggle("empty", !reply.textContent);
   const back = $("#btn-original");
   if (back) back.hidden = !page.original;
-  updateButtons();
+  renderButtons();
 }

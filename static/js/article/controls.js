@@ -1,40 +1,25 @@
 // The run controls: Play (the form's submit), Pause, Resume, Step, Stop and Escape, each enabled exactly
 // when the server accepts its message in the run's state.
 import { addMessage, bindRunKeys, readMessages, readParams } from "../prompt-form.js";
-import { $, client, page, replaying, state, workshop } from "./page.js";
-import { renderChrome } from "./chrome.js";
-
-export const LIVE = new Set(["running", "paused", "held"]);
-
-/** What the run is doing, as the server last said: idle, loading, running, paused, held, stopping. */
-export function runPhase() {
-  if (replaying()) return "idle"; // a recording mid-way is not a run going on
-  if (state.done) return "idle"; // `done` is the run's last word (a fork clears it)
-  if (page.stopping) return "stopping";
-  const s = state.status?.run_state || state.status?.state;
-  if (s === "running" || s === "paused" || s === "held" || s === "loading") return s;
-  if (s === "prefilling") return "loading";
-  if (state.prefill && s !== "finished") return "running";
-  return "idle";
-}
+import { $, LIVE, changed, client, page, runPhase, state, workshop } from "./page.js";
 
 /** Stop, naming the last step drawn: the server keeps at most the one it is computing. */
 export function stopRun() {
   if (!LIVE.has(runPhase()) || workshop.following) return;
   page.stopping = true;
   client.send({ type: "stop", step: state.steps.length });
-  renderChrome();
+  changed();
 }
 
 export function start(paused = false) {
   page.banner = null;
   const messages = readMessages();
-  if (!messages.length) { page.banner = { kind: "error", text: "Add at least one message first." }; renderChrome(); return; }
+  if (!messages.length) { page.banner = { kind: "error", text: "Add at least one message first." }; changed(); return; }
   const msg = { type: "start", messages, params: readParams() };
   if (paused) msg.paused = true;
   page.lastStart = { messages: msg.messages, params: msg.params };
   client.send(msg);
-  renderChrome();
+  changed();
 }
 
 export function bindButtons() {
@@ -43,10 +28,10 @@ export function bindButtons() {
   $("#btn-resume").addEventListener("click", () => client.send({ type: "resume" }));
   $("#btn-stop").addEventListener("click", stopRun);
   $("#btn-step").addEventListener("click", () => {
-    if (runPhase() === "paused") { page.stepAsked = true; client.send({ type: "step" }); renderChrome(); }
+    if (runPhase() === "paused") { page.stepAsked = true; client.send({ type: "step" }); changed(); }
     else start(true); // from idle: start paused on the prefill, then step by step
   });
-  $("#add-message").addEventListener("click", () => addMessage("user", "", updateButtons).querySelector("textarea").focus());
+  $("#add-message").addEventListener("click", () => addMessage("user", "", changed).querySelector("textarea").focus());
   $("#run-form").addEventListener("submit", (e) => { e.preventDefault(); if (!$("#btn-play").disabled) start(false); });
   bindRunKeys($("#run-form"), () => $("#run-form").requestSubmit());
   document.addEventListener("keydown", (e) => {
@@ -55,7 +40,7 @@ export function bindButtons() {
 }
 
 /** Each button is enabled exactly when the server accepts its message in the run's state. */
-export function updateButtons() {
+export function renderButtons() {
   const phase = runPhase();
   const online = page.connection.state === "open";
   const driven = online && !workshop.following; // the host drives a followed run

@@ -1,4 +1,4 @@
-// The article's diagrams: loads each element's module and hands every defined one the page's RunState;
+// The article's diagrams: loads each element's module and hands every defined one the page's RunView;
 // "Show as table" and the export buttons beside each one.
 import { fillRunWords } from "../run-words.js";
 import { SECTIONS } from "../embed-driver.js";

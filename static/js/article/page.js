@@ -1,12 +1,13 @@
-// The article page's shared state: one RunState folded from every server message, the socket, and what
-// the page is showing. The article's modules (controls, chrome, diagrams, recordings, requests) share it.
-import { RunState } from "../run-state.js";
+// The article page's shared state: one RunView folded from every server message, the socket, and what
+// the page is showing. The article's modules (controls, chrome, diagrams, recordings, requests) share it;
+// whoever changes it calls changed(), and the page's chrome (banner, reply, buttons) redraws from it.
+import { RunView } from "../run-view.js";
 import { SessionClient } from "../client.js";
 import { WorkshopFollow } from "../workshop-follow.js";
 import { stepFromUrl } from "../step-bar.js";
 
 export const $ = (sel) => document.querySelector(sel);
-export const state = new RunState();
+export const state = new RunView();
 export const client = new SessionClient();
 export const workshop = new WorkshopFollow(client); // listens first: following is current when the page redraws
 
@@ -28,4 +29,30 @@ export const page = {
 /** Whether the diagrams show a recording (an example or a permalink) rather than a live run. */
 export function replaying() {
   return page.mode === "example" || page.mode === "recording";
+}
+
+export const LIVE = new Set(["running", "paused", "held"]);
+
+/** What the run is doing, as the server last said: idle, loading, running, paused, held, stopping. */
+export function runPhase() {
+  if (replaying()) return "idle"; // a recording mid-way is not a run going on
+  if (state.done) return "idle"; // `done` is the run's last word (a fork clears it)
+  if (page.stopping) return "stopping";
+  const s = state.status?.run_state || state.status?.state;
+  if (s === "running" || s === "paused" || s === "held" || s === "loading") return s;
+  if (s === "prefilling") return "loading";
+  if (state.prefill && s !== "finished") return "running";
+  return "idle";
+}
+
+const listeners = [];
+
+/** Run `render` after every change: the module that draws need not be known to those that change. */
+export function onChange(render) {
+  listeners.push(render);
+}
+
+/** Say the state changed. Drawing happens now, not later: callers read the redrawn buttons right after. */
+export function changed() {
+  for (const render of listeners) render();
 }

@@ -3,14 +3,13 @@
 import { ExamplePicker, Replay, fetchJson } from "../replay.js";
 import { StepBar } from "../step-bar.js";
 import { fillPromptForm } from "../prompt-form.js";
-import { $, client, page, state } from "./page.js";
-import { LIVE, runPhase, start, stopRun, updateButtons } from "./controls.js";
-import { renderChrome } from "./chrome.js";
+import { $, LIVE, changed, client, page, runPhase, state } from "./page.js";
+import { start, stopRun } from "./controls.js";
 import { feedDiagrams } from "./diagrams.js";
 
-/** The step bar, made once; scrubbing redraws the chrome (the diagrams follow the page step themselves). */
+/** The step bar, made once; scrubbing is a change to the chrome (the diagrams follow the page step themselves). */
 function ensureStepBar() {
-  page.stepBar ??= new StepBar($("#replay-bar"), () => state.steps.length, () => renderChrome());
+  page.stepBar ??= new StepBar($("#replay-bar"), () => state.steps.length, changed);
   return page.stepBar;
 }
 
@@ -31,7 +30,7 @@ function showRecording(recording, kind) {
   bar.place(restingStep());
   bar.show();
   feedDiagrams();
-  renderChrome();
+  changed();
 }
 
 /** A live run took over the diagrams: the step bar follows it, the examples stay to pick from. */
@@ -75,12 +74,12 @@ export async function replayRecording(id) {
     loadFailed(err);
   }
   feedDiagrams();
-  renderChrome();
+  changed();
 }
 
 function fillForm(messages, params) {
-  fillPromptForm(messages, params, updateButtons);
-  updateButtons();
+  fillPromptForm(messages, params, changed);
+  changed();
 }
 
 /** "Run this live" (/?run=<id>): the recording's prompt and parameters in the form, run once connected. */
@@ -90,7 +89,7 @@ export async function runRecordingLive(id) {
     fillForm(body.messages || [], { ...(body.params || {}), seed: body.seed ?? body.params?.seed });
   } catch (err) {
     loadFailed(err);
-    renderChrome();
+    changed();
     return;
   }
   const go = () => { if (page.connection.state === "open" && !$("#btn-play").disabled) { start(false); return true; } return false; };

@@ -1,7 +1,6 @@
 // What the diagrams ask of the server (their bubbling `he-request` events): details, retempers, forks and
 // measurements; a recording, which has no live session, says what each needs instead.
-import { client, page, replaying, state, workshop } from "./page.js";
-import { renderChrome } from "./chrome.js";
+import { changed, client, page, replaying, state, workshop } from "./page.js";
 import { feedDiagrams } from "./diagrams.js";
 
 /** Send a diagram's request; details need a live session, which an example does not have. */
@@ -15,7 +14,7 @@ export function request(msg) {
   }
   const where = page.mode === "example" ? "press Play, then ask again" : "open the article and run it live";
   page.banner = { kind: "info", at: Date.now(), text: `This needs a live run: ${where}.` };
-  renderChrome();
+  changed();
 }
 
 /** Continue from `step` with another token: the server rewinds there (paused); the page resumes the branch. */
@@ -25,7 +24,7 @@ function fork(msg) {
   page.forkAsked = { step: msg.step, token_id: msg.token_id, continue: Boolean(msg.continue) };
   client.send({ type: "fork", step: msg.step, token_id: msg.token_id });
   page.banner = { kind: "info", at: Date.now(), text: `Forking at step ${msg.step}: continuing with token ${msg.token_id}…` };
-  renderChrome();
+  changed();
 }
 
 /** Show the run as it was before the first fork (the server keeps the branch; a new fork starts from it). */
@@ -38,5 +37,5 @@ export function backToOriginal() {
   page.banner = { kind: "info", at: Date.now(), text: "Back to the original run (before the fork)." };
   feedDiagrams();
   page.stepBar?.render();
-  renderChrome();
+  changed();
 }

@@ -3,7 +3,7 @@
 // Part 2: each generated token's row over the cache, from step.attention (heads | mean, top_keys/top_weights).
 import { SteppedElement, define, el, caption, showPiece, heat, fmt } from "../lib/base-element.js";
 import { unpack, at } from "../lib/packed.js";
-import { detailKey, requestFromServer } from "../run-state.js";
+import { detailKey, requestFromServer } from "../run-view.js";
 import { matrix, scroller, positionTexts, heatLegend } from "../lib/grid.js";
 import { resolveIndex } from "../lib/choose.js";
 

@@ -4,7 +4,7 @@
 import { SteppedElement, define, el, caption, showPiece, heat, fmt } from "../lib/base-element.js";
 import { unpack, at } from "../lib/packed.js";
 import { matrix, scroller, knownPieces } from "../lib/grid.js";
-import { detailKey, requestFromServer } from "../run-state.js";
+import { detailKey, requestFromServer } from "../run-view.js";
 import { resolveIndex } from "../lib/choose.js";
 
 const SVG = "http://www.w3.org/2000/svg";

@@ -1,7 +1,7 @@
 // <he-stages>: penalties → temperature → filters → softmax, the candidates before and after each stage,
 // with a temperature slider that asks the server to re-apply the stages to this step's kept logits.
 import { SteppedElement, define, el, caption, showPiece, fmt } from "../lib/base-element.js";
-import { requestFromServer } from "../run-state.js";
+import { requestFromServer } from "../run-view.js";
 import { mount, readout, hover, chip, textsOf, linkIds, pct, int } from "../lib/widgets.js";
 
 const WHAT = {

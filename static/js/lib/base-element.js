@@ -3,7 +3,7 @@
 import { resolveStep, controlsOf, applyControls } from "./choose.js";
 
 /**
- * The page's one "current step", shared by every diagram (the scrubber in article.js moves it).
+ * The page's one "current step", shared by every diagram (the article's step bar, step-bar.js, moves it).
  * `selected` null: follow the latest step. Diagrams read it through `SteppedElement.step(count)`.
  */
 class PageStep extends EventTarget {

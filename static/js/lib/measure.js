@@ -2,7 +2,7 @@
 // answer, docs/protocol.md), stat tiles, horizontal bars and a small SVG line chart.
 import { SteppedElement, el } from "./base-element.js";
 import { hover, int } from "./widgets.js";
-import { requestFromServer } from "../run-state.js";
+import { requestFromServer } from "../run-view.js";
 
 // Refusals that answer a `measure` frame (the draft model missing, a capacity field out of range), and the
 // page's own `no_server` for a replay that has no socket to ask.

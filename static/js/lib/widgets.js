@@ -65,7 +65,7 @@ export function mount(host, ...controls) {
 /**
  * "Continue from here with this token": one button per candidate (not the one the step chose). A click asks
  * the page to `fork` the run at `step` with that token (docs/protocol.md); a recording answers with a note.
- * Nothing (an empty fragment) where no live run could fork: a recording an embed replays (RunState.forkable).
+ * Nothing (an empty fragment) where no live run could fork: a recording an embed replays (RunView.forkable).
  */
 export function forkRow(host, step, candidates) {
   if (host.data?.forkable === false) return new DocumentFragment();

@@ -1,15 +1,15 @@
 // Wires the article: prompt box, parameters, run buttons, status banner, streamed reply, and hands one
-// RunState (folded from every server message) to every diagram on the page. The parts live in article/:
-// page (shared state), controls, chrome (banner and reply), diagrams, recordings (replays, examples, the
+// RunView (folded from every server message) to every diagram on the page. The parts live beside it in article/:
+// page (shared state), controls, chrome (banner, reply, buttons), diagrams, recordings (replays, examples, the
 // step bar) and requests (what the diagrams ask of the server).
-import { RunRecorder } from "./save-run.js";
-import { addMessage, bindRanges } from "./prompt-form.js";
-import { $, client, page, state, workshop } from "./article/page.js";
-import { bindButtons, updateButtons } from "./article/controls.js";
-import { renderChrome } from "./article/chrome.js";
-import { addExportBars, feedDiagrams, findDiagrams, loadElements } from "./article/diagrams.js";
-import { followRun, goLive, loadExamples, replayRecording, runRecordingLive } from "./article/recordings.js";
-import { backToOriginal, request } from "./article/requests.js";
+import { RunRecorder } from "../save-run.js";
+import { addMessage, bindRanges } from "../prompt-form.js";
+import { $, changed, client, onChange, page, state, workshop } from "./page.js";
+import { bindButtons } from "./controls.js";
+import { renderChrome } from "./chrome.js";
+import { addExportBars, feedDiagrams, findDiagrams, loadElements } from "./diagrams.js";
+import { followRun, goLive, loadExamples, replayRecording, runRecordingLive } from "./recordings.js";
+import { backToOriginal, request } from "./requests.js";
 
 const DEFAULT_MESSAGES = [{ role: "user", content: "The mole on my face may need a biopsy. Explain this simply." }];
 const RUN_MESSAGES = new Set(["prefill", "step", "done", "check", "detail", "retemper"]);
@@ -33,27 +33,28 @@ function onMessage(msg) {
   if (msg.type === "session" || msg.type === "done" || (msg.type === "error" && page.stopping)) page.stopping = false;
   if (msg.type === "step" || msg.type === "error" || msg.type === "busy" || msg.type === "done" || msg.type === "session") page.stepAsked = false;
   // A recording on show (an example picked during a run) keeps the diagrams until the next live `session`.
-  if (page.mode !== "live" && RUN_MESSAGES.has(msg.type)) { renderChrome(); return; }
+  if (page.mode !== "live" && RUN_MESSAGES.has(msg.type)) { changed(); return; }
   if (msg.type === "error" && page.forkAsked) page.forkAsked = null;
   state.apply(msg);
   followRun(msg);
   page.recorder?.record(msg, workshop.following ? workshop.request : page.lastStart);
   page.recorder?.update(Boolean(state.done) && state.status?.state === "finished");  // after the closing checks
   feedDiagrams();
-  renderChrome();
+  changed();
 }
 
 function bindSocket() {
   client.addEventListener("message", (e) => onMessage(e.detail));
   client.addEventListener("state", (e) => {
     page.connection = { ...e.detail, retryAt: e.detail.retryInMs != null ? Date.now() + e.detail.retryInMs : null };
-    renderChrome();
+    changed();
   });
-  // Countdowns (busy, reconnect) tick once a second.
+  // Countdowns (busy, reconnect) tick once a second: only the clock moved, so only the chrome redraws.
   setInterval(() => { if (page.banner?.kind === "busy" || page.connection.state === "closed") renderChrome(); }, 1000);
 }
 
 function init() {
+  onChange(renderChrome);
   findDiagrams();
   addExportBars();
   loadElements();
@@ -65,19 +66,19 @@ function init() {
     return;
   }
   if (!$("#run-form")) return; // the model did not load: the page explains why, nothing to run
-  for (const m of DEFAULT_MESSAGES) addMessage(m.role, m.content, updateButtons);
+  for (const m of DEFAULT_MESSAGES) addMessage(m.role, m.content, changed);
   bindRanges();
   bindButtons();
   $("#btn-original")?.addEventListener("click", backToOriginal);
   const fromRun = new URLSearchParams(location.search).get("run");
   if (fromRun) runRecordingLive(fromRun);
   page.recorder = new RunRecorder($("#btn-save"), $("#permalink"));
-  workshop.bind($("#workshop-banner"), $("#params"), updateButtons);
+  workshop.bind($("#workshop-banner"), $("#params"), changed);
   bindSocket();
   const examplesUrl = document.querySelector("[data-examples]")?.dataset.examples;
   if (examplesUrl) loadExamples(examplesUrl);
   client.connect();
-  renderChrome();
+  changed();
 }
 
 if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", init);

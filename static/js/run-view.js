@@ -1,7 +1,8 @@
-// The run as the page knows it: built only from server messages (docs/protocol.md).
-// Every diagram receives the same RunState through its `data` property and draws its part.
+// The page's view of a run: what it knows of the run, folded only from server messages (docs/protocol.md).
+// Not the server's state machine of a run (explainer/services/run/control.py), which the `status` message
+// reports as `run_state`. Every diagram receives the same RunView through its `data` property.
 
-export class RunState {
+export class RunView {
   constructor() {
     this.session = null;   // the `session` message: model description, params
     this.prefill = null;   // the `prefill` payload
@@ -24,7 +25,7 @@ export class RunState {
   apply(msg) {
     switch (msg.type) {
       // Serving measurements describe the server, not the run: a new run keeps them.
-      case "session": Object.assign(this, new RunState(), { session: msg, forkable: this.forkable, serving: this.serving, servingProgress: this.servingProgress, servingBusy: this.servingBusy }); break;
+      case "session": Object.assign(this, new RunView(), { session: msg, forkable: this.forkable, serving: this.serving, servingProgress: this.servingProgress, servingBusy: this.servingBusy }); break;
       case "prefill": this.prefill = msg; this.steps = []; this.done = null; break;
       case "step": this.steps.length = msg.step - 1; this.steps.push(msg); this.done = null; break;
       // A stop cuts the run at the client's last step + 1: steps already on their way are not part of it.
