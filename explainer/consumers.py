@@ -8,7 +8,7 @@ from channels.generic.websocket import AsyncJsonWebsocketConsumer
 from django.conf import settings
 
 from explainer.messages import status_payload
-from explainer.protocol import StrictJson, parse_frame
+from explainer.protocol import ReleasedOnExit, StrictJson, parse_frame
 from explainer.services.admission import limits
 from explainer.services.run import placement
 from explainer.services.workshop import following
@@ -21,7 +21,7 @@ except ImportError:  # pragma: no cover - channels 4.3 has none: Daphne drops se
 SOCKET_GONE = (Disconnected, ConnectionError)
 
 
-class VisitorConsumer(StrictJson, AsyncJsonWebsocketConsumer):
+class VisitorConsumer(ReleasedOnExit, StrictJson, AsyncJsonWebsocketConsumer):
     """A visitor's socket (/ws/session/): one run at a time (docs/protocol.md)."""
 
     follows_workshop = True
@@ -58,8 +58,10 @@ class VisitorConsumer(StrictJson, AsyncJsonWebsocketConsumer):
         return len(text.encode("utf-8", "surrogatepass"))
 
     async def disconnect(self, code):
-        """Cancel the run and free its cache and kept tensors; leave the workshop group (safe to call twice)."""
+        """Cancel the run and free its cache and kept tensors; leave the workshop group (once)."""
         self.gone = True
+        if not self.first_disconnect():
+            return
         try:
             if hasattr(self, "follower"):
                 await self.follower.leave()

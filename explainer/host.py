@@ -24,7 +24,7 @@ from django.shortcuts import redirect, render
 from django.views.decorators.http import require_http_methods
 
 from explainer.messages import error_payload
-from explainer.protocol import StrictJson, encode_frame, json_object, parse_frame, prompt_fields
+from explainer.protocol import ReleasedOnExit, StrictJson, encode_frame, json_object, parse_frame, prompt_fields
 from explainer.services.workshop import room_stats
 from explainer.services.admission import limits
 from explainer.services.run import placement
@@ -152,7 +152,7 @@ class Broadcast:
 
 # ---- the host's socket -----------------------------------------------------------------------------------
 
-class HostConsumer(StrictJson, AsyncJsonWebsocketConsumer):
+class HostConsumer(ReleasedOnExit, StrictJson, AsyncJsonWebsocketConsumer):
     """/ws/host/: stats every second; broadcast, pause/resume/step/stop, pin, limits."""
 
     async def connect(self):
@@ -168,7 +168,7 @@ class HostConsumer(StrictJson, AsyncJsonWebsocketConsumer):
         presence.census_publisher.ensure_running()
 
     async def disconnect(self, code):
-        if not hasattr(self, "run"):
+        if not hasattr(self, "run") or not self.first_disconnect():
             return
         self.ticker.cancel()
         await self.channel_layer.group_discard(GROUP, self.channel_name)

@@ -35,6 +35,25 @@ def encode_frame(message: dict) -> str:
                                         f"infinity) in a {kind!s:.40} message; it was not sent", "type").as_message())
 
 
+class ReleasedOnExit:
+    """Mixin for Channels' consumers: `disconnect` runs once whatever ends the socket. Channels dispatches one
+    message at a time, so a disconnect that arrives while `receive` is inside a long prefill is never
+    dispatched, and Daphne cancels the instance after --application-close-timeout; `asyncio.CancelledError`
+    is a BaseException, so only a `finally` here gives back the slot, the address's counts and the cache."""
+
+    async def __call__(self, scope, receive, send):
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            await self.disconnect(None)
+
+    def first_disconnect(self) -> bool:
+        """True the first time only: `disconnect` may be called by Channels, by a failed connect and here."""
+        first = not getattr(self, "_released", False)
+        self._released = True
+        return first
+
+
 class StrictJson:
     """Mixin for Channels' JSON consumers: every frame they send is encoded by encode_frame."""
 

@@ -9,6 +9,8 @@ from django.views.decorators.http import require_http_methods
 from explainer.models import RecordedRun
 from explainer.services.device import model_registry
 from explainer.services import recordings
+from explainer.services.admission import limits
+from explainer.services.admission.capacity import generating
 
 
 @ensure_csrf_cookie  # the page saves recordings with POST /api/runs, which needs the token
@@ -26,11 +28,12 @@ def model_progress(request):
 
 
 def healthz(request):
-    """Health check that also proves the model loaded."""
+    """Health check that also proves the model loaded; `load`: this process's generation slots and sockets."""
     status = model_registry.model_status()
     if not status["ok"]:
         return JsonResponse({"status": "error", "error": status["error"]}, status=503)
-    return JsonResponse({"status": "ok", "model": status["description"]})
+    load = {"generating": generating.active, "slots": generating.limit, "sockets": limits.open_connections()}
+    return JsonResponse({"status": "ok", "model": status["description"], "load": load})
 
 
 # ---- recorded runs (docs/protocol.md, "Recorded runs") ----------------------------------------

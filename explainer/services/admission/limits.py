@@ -116,10 +116,10 @@ class SocketGuard:
                 del _open_per_address[self.address]
 
 
-def open_connections(address: str) -> int:
-    """How many sockets from this address are open now."""
+def open_connections(address: str | None = None) -> int:
+    """How many sockets from this address (None: from every address) are open now."""
     with _lock:
-        return _open_per_address.get(address, 0)
+        return sum(_open_per_address.values()) if address is None else _open_per_address.get(address, 0)
 
 
 class OutboundWindow:

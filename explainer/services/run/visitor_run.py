@@ -93,11 +93,13 @@ class VisitorRun(OnDemandAnswers):
         self.control.begin(fields["paused"])
         try:  # prefilling: the start's reply (session, prefill, status) comes before any later message's
             await self._open(fields, params)
-        except Exception as exc:  # a refused prompt or a model failure ends this run only
+        except BaseException as exc:  # a refused prompt, a model failure, or the socket cancelled mid-prefill
             self.control.reset()
+            await self._release()  # first: no await inside, so a second cancellation cannot skip it
             await self._close_session()
-            await self._release()
-            raise wrapped(exc) from exc
+            if isinstance(exc, Exception):  # ends this run only, with a named error
+                raise wrapped(exc) from exc
+            raise
         self.task = asyncio.create_task(self._drive())
 
     async def _open(self, fields: dict, params: SamplingParams) -> None:
