@@ -183,6 +183,9 @@ EXPLAINER_MAX_RUNS_PER_ADDRESS = (int(os.environ["EXPLAINER_MAX_RUNS_PER_ADDRESS
                                   if os.environ.get("EXPLAINER_MAX_RUNS_PER_ADDRESS") else None)
 # A paused or held run that takes no step for this many seconds ends (`done`), and its slot is released.
 EXPLAINER_IDLE_RUN_S = float(os.environ.get("EXPLAINER_IDLE_RUN_S", "120"))
+# A paused run holds no generation slot, only its cache and kept tensors; all paused runs together keep at most
+# this many bytes, past which the least recently active one is ended (explainer/services/run/paused.py).
+EXPLAINER_PAUSED_BYTES = int(os.environ.get("EXPLAINER_PAUSED_BYTES", str(512 * 1024 * 1024)))
 # `measure`: one at a time per process, after visitors' steps; a fresh one per address at most every
 # this many seconds (the cached result, per server and model, is served in between).
 EXPLAINER_MEASURE_INTERVAL_S = float(os.environ.get("EXPLAINER_MEASURE_INTERVAL_S", "30"))

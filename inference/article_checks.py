@@ -41,6 +41,35 @@ def prefill_pass(loaded, ids: list[int]) -> torch.Tensor:
     return torch.stack([r[0] for r in residuals])
 
 
+class ResidualPass:
+    """prefill_pass in chunks on one cache, one chunk per call (feed()), so a long prompt's check never holds the
+    device for a whole pass: other visitors' steps run between the chunks. The original prompt and its twin go
+    through the same chunks, so their positions before the change still see exactly the same computation."""
+
+    def __init__(self, loaded, ids: list[int], chunk: int):
+        self.loaded, self.ids, self.chunk = loaded, ids, max(1, chunk)
+        self.fed, self.cache, self.parts = 0, None, []
+
+    @torch.no_grad()
+    def feed(self) -> bool:
+        """Run the next chunk; True while more are left."""
+        from .capture import residual_stream
+        model = self.loaded.model
+        ids = self.ids[self.fed:self.fed + self.chunk]
+        with residual_stream(model, self.loaded.adapter) as residuals:
+            out = model(input_ids=torch.tensor([ids], device=model.device), cache=self.cache,
+                        use_cache=True, output_attentions=True, logits_to_keep=1)
+        self.cache = out.cache
+        self.parts.append(torch.stack([r[0] for r in residuals]))  # (layers + 1, chunk, hidden)
+        self.fed += len(ids)
+        return self.fed < len(self.ids)
+
+    def result(self) -> torch.Tensor:
+        """(layers + 1, seq, hidden), once every chunk is fed; the cache is let go."""
+        self.cache = None
+        return torch.cat(self.parts, dim=1)
+
+
 @torch.no_grad()
 def weights_checksum(model) -> dict:
     """A cheap fingerprint of every parameter: (sum, sum of absolute values) in float64."""

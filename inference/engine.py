@@ -69,6 +69,7 @@ class GenerationSession:
         self.parts: list[ForwardRow] = []  # the prompt's chunks fed so far (prefill_part)
         self.prefill_hidden: torch.Tensor | None = None  # until the causal-mask check takes it
         self.causal_twin: torch.Tensor | None = None  # the changed prompt's residuals, from the same batched pass
+        self.prefill_chunked: int | None = None  # the chunk size when the prompt went in chunks (prefill_part)
         self.fed = 0  # prompt positions in the cache
         self.held_at: float | None = None  # paused since (hold/unhold): left out of the timing figures
         self.kept.clear()
@@ -111,8 +112,9 @@ class GenerationSession:
         row = self._forward(self.ids[self.fed:])
         if self.parts:
             row = joined_parts(self.parts + [row], len(self.ids))
-        # One pass over the whole prompt: the causal-mask check compares the changed prompt with it (float32)
-        self.prefill_hidden = None if self.parts or not self.adapter.has_cache else row.hidden
+        # The causal-mask check feeds the changed prompt through the same pass or chunks and compares (float32)
+        self.prefill_hidden = row.hidden if self.adapter.has_cache else None
+        self.prefill_chunked = self.prefill_chunk if self.parts else None
         self.parts, self.fed = [], len(self.ids)
         with one_thread():
             return self._captured_prefill(row)
@@ -226,20 +228,30 @@ class GenerationSession:
 
     def fork(self, step: int, token_id: int) -> dict:
         """Go back to step ``step`` and continue with ``token_id`` instead of the sampled token."""
+        self.rewind(step, token_id)
+        return self.forked_step(token_id)
+
+    def rewind(self, step: int, token_id: int) -> None:
+        """A fork's first half: forget step ``step`` and later. Step 1's logits come from the prefill, so the
+        session is reset and the prompt prefilled again (by prefill_part's chunks, then forked_step)."""
         if not isinstance(step, int) or not 1 <= step <= self.step_index:
             raise SessionError(f"step must be in [1, {self.step_index}], got {step!r}", "out_of_range")
         if not isinstance(token_id, int) or not 0 <= token_id < self.description.vocab_size:
             raise SessionError(f"token_id must be in [0, {self.description.vocab_size - 1}]", "out_of_range")
-        if step == 1:  # the logits of step 1 come from the prefill: run it again
+        if step == 1:
             self._reset()
-            self.prefill()
         else:  # keep tokens and cache up to step-1's token, which step's forward will feed
             self.ids = self.ids[: self.prompt_length + step - 1]
             self._truncate_cache(len(self.ids) - 1)
             self.step_index, self.finished = step - 1, None
             self.emitted_text = self._decoded_text()
             self.kept.drop_from(step)
-        return self.step(forced_token=token_id)
+
+    def forked_step(self, token_id: int) -> dict:
+        """A fork's second half: the forced step (after the prefill's last chunk, when rewind reset the session)."""
+        payload = self.step(forced_token=token_id)
+        self.prefill_hidden = self.causal_twin = None  # a fork runs no causal-mask check: nothing to keep for one
+        return payload
 
     @torch.no_grad()
     def _truncate_cache(self, length: int) -> None:

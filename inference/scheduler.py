@@ -125,8 +125,9 @@ def _nothing() -> None:
 class StepScheduler:
     """One per device: sessions await prefill() and step(); ticks run them in batches on the device's thread."""
 
-    def __init__(self, run, max_batch: int, max_wait_s: float, prefill_tokens: int = 4096):
-        self.run = run  # async callable: run(fn) -> fn() on the device's thread
+    def __init__(self, run, max_batch: int, max_wait_s: float, prefill_tokens: int = 4096, run_prefill=None):
+        self.run = run  # async callable: run(fn) -> fn() on the device's thread (decode ticks)
+        self.run_prefill = run_prefill or run  # the same for prefill passes, which queue in turn with other calls
         self.max_batch, self.max_wait_s = max(1, max_batch), max(0.0, max_wait_s)
         self.prefill_tokens = max(1, prefill_tokens)  # padded positions per batched prefill pass (its memory)
         self.waiting: list[tuple[object, asyncio.Future]] = []
@@ -137,6 +138,12 @@ class StepScheduler:
         self.returning: set[int] = set()  # sessions of the last tick that did not finish: they will ask again
         self.kept = KeptStack()  # the last tick's stacked cache (device thread only)
         self.asked = asyncio.Event()  # set whenever a session asks for a step
+        self.ticked_at = 0.0  # time.monotonic() when the last tick's results were handed out
+
+    def tick_due(self) -> bool:
+        """A tick is coming: sessions wait for one, or the last tick's will ask again within max_wait_s (read from
+        the device's thread: the executor lets one other call run between two ticks, not a string of them)."""
+        return bool(self.waiting) or (bool(self.returning) and time.monotonic() - self.ticked_at < self.max_wait_s)
 
     async def step(self, session) -> dict:
         """This session's next step payload, computed in the next tick."""
@@ -183,10 +190,10 @@ class StepScheduler:
     async def _ticks(self) -> None:
         while self.waiting or self.prefilling:
             if self.prefilling:  # wait for the device's turn, then take every newcomer that arrived meanwhile
-                await self.run(_nothing)
+                await self.run_prefill(_nothing)
             joining = self._joining()  # newcomers join between two decode ticks, one pass of them per tick
             if joining:
-                await self._run_batch(prefill_all, joining)
+                await self._run_batch(prefill_all, joining, self.run_prefill)
                 self.prefill_passes, self.prefilled = self.prefill_passes + 1, self.prefilled + len(joining)
             if not self.waiting:
                 continue
@@ -198,11 +205,12 @@ class StepScheduler:
             results = await self._run_batch(partial(step_all, kept=self.kept), batch)
             self.ticks, self.stepped = self.ticks + 1, self.stepped + len(batch)
             self.returning = {id(s) for (s, _), r in zip(batch, results) if isinstance(r, dict) and not r.get("stop_reason")}
+            self.ticked_at = time.monotonic()
 
-    async def _run_batch(self, fn, batch: list[tuple[object, asyncio.Future]]) -> list:
+    async def _run_batch(self, fn, batch: list[tuple[object, asyncio.Future]], run=None) -> list:
         """fn(sessions) on the device's thread; each future gets its session's result or exception."""
         try:
-            results = await self.run(partial(fn, [s for s, _ in batch]))
+            results = await (run or self.run)(partial(fn, [s for s, _ in batch]))
         except asyncio.CancelledError:
             for _, future in batch + self.waiting + self.prefilling:
                 future.cancel()

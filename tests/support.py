@@ -63,3 +63,13 @@ async def until(comm, done, timeout: float = 60, total: float = 300) -> list[dic
             if wanted(seen[-1]):
                 return seen
             assert seen[-1].get("type") != "error", f"unexpected error while waiting: {seen[-1]}"
+
+
+async def settled(condition, what: str, limit_s: float = 30) -> None:
+    """Wait until `condition()` holds (the server's side catching up on the event loop); fail naming `what`."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + limit_s
+    while not condition():
+        if loop.time() > deadline:
+            raise AssertionError(f"{what} did not happen within {limit_s} s")
+        await asyncio.sleep(0.01)

@@ -60,6 +60,8 @@ def upgrade(payloads: list[dict], from_version: int) -> list[dict]:
         for p in out:
             if "schema_version" in p:
                 p["schema_version"] = version + 1
+    if not any(_defaults_missing(p) for p in out):
+        return out  # current and complete: the payloads themselves
     return [with_defaults(copy.deepcopy(p)) if _defaults_missing(p) else p for p in out]
 
 

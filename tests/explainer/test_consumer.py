@@ -133,12 +133,14 @@ async def test_disconnect_mid_run_frees_the_session():
     assert generating.active == 0
 
 
-async def test_busy_past_capacity():
+async def test_busy_past_capacity(settings):
+    settings.EXPLAINER_OUTBOUND_WINDOW = 4  # a reader that acks nothing more holds its running run (and slot)
     first, second, third = await connect(), await connect(), await connect()
-    long = {**START, "paused": True, "params": {"max_new_tokens": 100}}
+    long = {**START, "params": {"max_new_tokens": 100}}
     for comm in (first, second):
+        await comm.send_json_to({"type": "ack", "received": 1})
         await comm.send_json_to(long)
-        await until(comm, "check")
+        await until(comm, lambda m: m["type"] == "status" and m.get("run_state") == "held")
     await third.send_json_to(long)
     busy = await third.receive_json_from(timeout=10)
     assert busy["type"] == "busy" and busy["retry_after_s"] > 0 and "2 visitors" in busy["reason"]

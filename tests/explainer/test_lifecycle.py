@@ -103,7 +103,7 @@ async def test_out_of_memory_ends_that_run_only(out_of_memory_for_one_visitor):
     await victim.send_json_to({"type": "start", "messages": MESSAGES, "params": {"seed": OOM_SEED, "max_new_tokens": 5}})
     error = (await until(victim, "error"))[-1]
     assert error["code"] == "out_of_memory" and "memory" in error["message"]
-    assert generating.active == 1 and live_sessions() == 1  # the victim's slot and session are gone, the other's stay
+    assert generating.active == 0 and live_sessions() == 1  # the victim's slot and session are gone; the other (paused: no slot) stays
     await victim.send_json_to({"type": "detail", "what": "hidden", "step": 0, "layer": 0})
     assert (await victim.receive_json_from())["code"] == "no_run"  # its run is over
     await other.send_json_to({"type": "resume"})

@@ -289,13 +289,15 @@ async def test_own_runs_off_refuses_a_visitors_start_but_not_following():
 
 
 @DB
-async def test_session_limit_tells_the_next_visitor_busy():
+async def test_session_limit_tells_the_next_visitor_busy(settings):
+    settings.EXPLAINER_OUTBOUND_WINDOW = 4  # the first run's reader acks nothing more: it stays running (held)
     first, second = await visitor(), await visitor()
     host = await logged_in_host()
     await host.send_json_to({"type": "limits", "max_sessions": 1})
     await until(first, lambda m: m["type"] == "workshop" and m["limits"]["max_sessions"] == 1)
-    await first.send_json_to({"type": "start", "messages": MESSAGES, "paused": True})
-    await until(first, of_type("check"))
+    await first.send_json_to({"type": "ack", "received": 1})
+    await first.send_json_to({"type": "start", "messages": MESSAGES, "params": {"max_new_tokens": 200}})
+    await until(first, lambda m: m["type"] == "status" and m.get("run_state") == "held")
     await second.send_json_to({"type": "start", "messages": MESSAGES})
     busy = (await until(second, lambda m: m["type"] in ("busy", "session")))[-1]
     assert busy["type"] == "busy" and "1 visitors" in busy["reason"]

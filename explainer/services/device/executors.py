@@ -1,6 +1,12 @@
 """One model thread per device: model calls run off the event loop, one at a time per device, visitors'
 work before background work (measurements), and background work in slices: between two of its forward
-passes it runs every visitor call that is waiting (slices())."""
+passes it runs every visitor call that is waiting (slices()).
+
+Among visitors' calls, the decode tick (every decoding visitor's next step, inference/scheduler.py) goes first,
+and after one other call it is waited for briefly when it is due, so at most one other call runs between two
+ticks. The other calls (prefill chunks, forks, checks) carry their client address as `owner`: the address
+that used the least device time recently (decayed) goes next, so one address's flood waits behind the others.
+"""
 import asyncio
 import contextlib
 import heapq
@@ -18,6 +24,9 @@ from inference.scheduler import StepScheduler
 
 STEP, BACKGROUND = 0, 1  # priorities: lower runs first; equal ones in the order they came
 QUIET_S = 0.05  # background work starts only once visitors' work has paused this long (not in a gap between ticks)
+TICK = "tick"  # the owner of decode ticks: every decoding visitor's step in one call
+TICK_GRACE_S = 0.03  # after another call, a due tick (its sessions are sending) is waited for this long
+USAGE_HALF_LIFE_S = 10.0  # an address's recent device time halves in this long
 
 _lock = threading.Lock()
 _executors: dict[str, "DeviceExecutor"] = {}
@@ -28,7 +37,11 @@ class DeviceExecutor(Executor):
 
     def __init__(self, name: str):
         self._cv = threading.Condition()
-        self._queue: list[tuple[int, int, Future, object]] = []  # (priority, order, future, fn)
+        self._queue: list[tuple[int, int, Future, object, object]] = []  # (priority, order, future, fn, owner)
+        self.usage = DecayedUsage(USAGE_HALF_LIFE_S)  # owner -> recent device seconds
+        self.tick_due = lambda: False  # set by the device's scheduler: a tick's sessions will ask again soon
+        self._last_owner: object = None  # who ran last (a tick or another call)
+        self._last_ended = 0.0
         self._order = itertools.count()
         self._step_ended = 0.0  # when the last visitor (STEP) call finished
         self._slicing = False  # background work is running visitor calls between its forward passes
@@ -39,11 +52,12 @@ class DeviceExecutor(Executor):
     def submit(self, fn, /, *args, **kwargs) -> Future:
         return self.submit_at(STEP, partial(fn, *args, **kwargs))
 
-    def submit_at(self, priority: int, fn) -> Future:
-        """Queue fn() at a priority; its Future resolves with what it returns or raises."""
+    def submit_at(self, priority: int, fn, owner=None) -> Future:
+        """Queue fn() at a priority for `owner` (a client address, TICK, or None); its Future resolves with what
+        it returns or raises."""
         future = Future()
         with self._cv:
-            heapq.heappush(self._queue, (priority, next(self._order), future, fn))
+            heapq.heappush(self._queue, (priority, next(self._order), future, fn, owner))
             self._cv.notify()
         return future
 
@@ -52,28 +66,62 @@ class DeviceExecutor(Executor):
         with self._cv:
             return sum(1 for item in self._queue if priority is None or item[0] == priority)
 
-    def _next(self) -> tuple[int, Future, object]:
+    def _next(self) -> tuple:
         with self._cv:
             while True:
-                quiet_for = time.monotonic() - self._step_ended
-                if self._queue and (self._queue[0][0] == STEP or quiet_for >= QUIET_S):
-                    priority, _, future, fn = heapq.heappop(self._queue)
-                    return priority, future, fn
-                self._cv.wait(QUIET_S - quiet_for if self._queue else None)
+                now = time.monotonic()
+                wait = None
+                if self._queue and self._queue[0][0] == STEP:
+                    wait = self._tick_grace(now)
+                    if wait <= 0:
+                        return self._pop(self._fairest_step())
+                elif self._queue and now - self._step_ended >= QUIET_S:
+                    return self._pop(0)
+                elif self._queue:
+                    wait = QUIET_S - (now - self._step_ended)
+                self._cv.wait(wait)
+
+    def _tick_grace(self, now: float) -> float:
+        """Seconds to keep waiting for a due tick before another call (0: go on)."""
+        if any(item[4] == TICK for item in self._queue) or self._last_owner == TICK or not self.tick_due():
+            return 0.0
+        return TICK_GRACE_S - (now - self._last_ended)
+
+    def _fairest_step(self) -> int:
+        """Index of the next visitor call: a tick first, else the earliest call of the owner with least recent use."""
+        steps = [(n, item) for n, item in enumerate(self._queue) if item[0] == STEP]
+        ticks = [(item[1], n) for n, item in steps if item[4] == TICK]
+        if ticks:
+            return min(ticks)[1]
+        usage = self.usage.now()
+        return min((usage.get(item[4], 0.0), item[1], n) for n, item in steps)[2]
+
+    def _pop(self, index: int) -> tuple:
+        item = self._queue[index]
+        self._queue[index] = self._queue[-1]
+        self._queue.pop()
+        heapq.heapify(self._queue)
+        priority, _, future, fn, owner = item
+        return priority, future, fn, owner
 
     def _work(self) -> None:
         while True:
             self._run(*self._next())
 
-    def _run(self, priority: int, future: Future, fn) -> None:
+    def _run(self, priority: int, future: Future, fn, owner=None) -> None:
         if not future.set_running_or_notify_cancel():
             return
+        started = time.monotonic()
         try:
             future.set_result(fn())
         except BaseException as exc:  # handed to the awaiting coroutine, as ThreadPoolExecutor does
             future.set_exception(exc)
+        ended = time.monotonic()
+        if owner not in (None, TICK):
+            self.usage.add(owner, ended - started)
         if priority == STEP:
-            self._step_ended = time.monotonic()
+            self._step_ended = self._last_ended = ended
+            self._last_owner = owner
 
     def run_waiting_steps(self) -> int:
         """From background work on this executor's thread, between two of its forward passes: run every
@@ -87,8 +135,8 @@ class DeviceExecutor(Executor):
                     with self._cv:
                         if not self._queue or self._queue[0][0] != STEP:
                             return ran
-                        _, _, future, fn = heapq.heappop(self._queue)
-                    self._run(STEP, future, fn)
+                        _, future, fn, owner = self._pop(self._fairest_step())
+                    self._run(STEP, future, fn, owner)
                     ran += 1
                     self.between_slices += 1
         finally:
@@ -115,9 +163,10 @@ def executor_for(device: str) -> DeviceExecutor:
         return _executors[device]
 
 
-async def run_on(device: str, fn, *args, priority: int = STEP):
-    """Run fn(*args) on the device's thread (after every waiting call of a lower priority number)."""
-    return await asyncio.wrap_future(executor_for(device).submit_at(priority, partial(fn, *args)))
+async def run_on(device: str, fn, *args, priority: int = STEP, owner=None):
+    """Run fn(*args) on the device's thread (after every waiting call of a lower priority number); `owner`: the
+    client address it is for (shares device time fairly between addresses), or TICK."""
+    return await asyncio.wrap_future(executor_for(device).submit_at(priority, partial(fn, *args), owner))
 
 
 _schedulers: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()  # event loop -> {device: StepScheduler}
@@ -127,9 +176,30 @@ def scheduler_for(device: str) -> StepScheduler:
     """The device's step scheduler on this event loop: visitors' decode steps batched into one forward pass."""
     per_device = _schedulers.setdefault(asyncio.get_running_loop(), {})
     if device not in per_device:
-        per_device[device] = StepScheduler(partial(run_on, device), settings.EXPLAINER_MAX_BATCH,
-                                           settings.EXPLAINER_BATCH_WAIT_MS / 1e3, settings.EXPLAINER_PREFILL_BATCH_TOKENS)
+        scheduler = StepScheduler(partial(run_on, device, owner=TICK), settings.EXPLAINER_MAX_BATCH,
+                                  settings.EXPLAINER_BATCH_WAIT_MS / 1e3, settings.EXPLAINER_PREFILL_BATCH_TOKENS,
+                                  run_prefill=partial(run_on, device))
+        executor_for(device).tick_due = scheduler.tick_due
+        per_device[device] = scheduler
     return per_device[device]
+
+
+class DecayedUsage:
+    """Device seconds per owner, halving every `half_life` seconds (the device thread only)."""
+
+    def __init__(self, half_life: float):
+        self.half_life, self.seconds, self.at = half_life, {}, time.monotonic()
+
+    def now(self) -> dict:
+        now = time.monotonic()
+        factor = 0.5 ** ((now - self.at) / self.half_life)
+        self.seconds = {owner: s * factor for owner, s in self.seconds.items() if s * factor > 1e-4}
+        self.at = now
+        return self.seconds
+
+    def add(self, owner, seconds: float) -> None:
+        usage = self.now()
+        usage[owner] = usage.get(owner, 0.0) + seconds
 
 
 def queue_depth(device: str) -> int:

@@ -1,6 +1,7 @@
 """The article's "what did not happen" checks, measured on the visitor's own run."""
 import asyncio
 import weakref
+from functools import partial
 
 import torch
 
@@ -11,19 +12,65 @@ from inference.wire.builders import check_payload as check_message
 
 
 def causal_mask(session) -> dict:
-    """Replace the prompt's last ordinary token: every earlier position's hidden state must not move."""
-    ids, tok = session.prompt.ids, session.tokenizer
-    change = article_checks.causal_change(ids, session.special_ids, tok.decode, session.description.vocab_size)
+    """Replace the prompt's last ordinary token: every earlier position's hidden state must not move (its device
+    calls run here, one after another: for tools, tests and workers' own threads)."""
+    calls = causal_calls(session)
+    try:
+        call = next(calls)
+        while True:
+            call = calls.send(call())
+    except StopIteration as done:
+        return done.value
+
+
+async def causal_mask_on(device: str, session, owner=None) -> dict:
+    """causal_mask with each of its device calls queued on the device for `owner` (other visitors' steps run
+    between them)."""
+    calls = causal_calls(session)
+    try:
+        call = next(calls)
+        while True:
+            call = calls.send(await run_on(device, call, owner=owner))
+    except StopIteration as done:
+        return done.value
+
+
+def causal_calls(session):
+    """The check as device calls of at most one prefill chunk each (yielded; each call's result is sent back):
+    a prefill that ran in chunks has its twin fed through the same chunks, so positions before the change see
+    exactly the computation the run's own prefill did."""
+    change = causal_change(session)
     if change is None:
-        return check_message("causal_mask", True, {"change_at": None, "reason": "the prompt has no later token to change"})
+        return no_change()
     position, replacement = change
-    own, twin = session.prefill_hidden, session.causal_twin  # the run's own prefill (and its twin), then freed
-    session.prefill_hidden = session.causal_twin = None
-    result = article_checks.causal_mask_check(session.loaded, ids, position, replacement, own, twin)
-    if twin is not None and not result["earlier_unchanged"]:  # rows of one batch disagreed: two lone passes decide
-        result = article_checks.causal_mask_check(session.loaded, ids, position, replacement)
-    result["original"] = {"id": ids[position], "text": piece(tok, ids[position])}
-    result["replacement"] = {"id": replacement, "text": piece(tok, replacement)}
+    own, twin, chunk = session.prefill_hidden, session.causal_twin, session.prefill_chunked
+    session.prefill_hidden = session.causal_twin = None  # the run's own prefill (and its twin), then freed
+    ids = session.prompt.ids
+    if own is not None and chunk:
+        feed = article_checks.ResidualPass(session.loaded, ids[:position] + [replacement] + ids[position + 1:], chunk)
+        while (yield feed.feed):
+            pass
+        twin = feed.result()
+    result = yield partial(article_checks.causal_mask_check, session.loaded, ids, position, replacement, own, twin)
+    if twin is not None and not chunk and not result["earlier_unchanged"]:  # rows of one batch disagreed: lone passes decide
+        result = yield partial(article_checks.causal_mask_check, session.loaded, ids, position, replacement)
+    return causal_message(session, result)
+
+
+def causal_change(session) -> tuple[int, int] | None:
+    """(position, replacement) of the check, or None when the prompt has no later token to change."""
+    return article_checks.causal_change(session.prompt.ids, session.special_ids, session.tokenizer.decode,
+                                        session.description.vocab_size)
+
+
+def no_change() -> dict:
+    return check_message("causal_mask", True, {"change_at": None, "reason": "the prompt has no later token to change"})
+
+
+def causal_message(session, result: dict) -> dict:
+    ids, position, replacement = session.prompt.ids, result["change_at"], result["replacement"]
+    result["original"] = {"id": ids[position], "text": piece(session.tokenizer, ids[position])}
+    result["replacement"] = {"id": replacement, "text": piece(session.tokenizer, replacement)}
     return check_message("causal_mask", result["earlier_unchanged"], result)
 
 

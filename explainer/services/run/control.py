@@ -24,6 +24,11 @@ IDLE, PREFILLING, RUNNING, PAUSED, HELD, STOPPING, FINISHED = (
 LIVE = (PREFILLING, RUNNING, PAUSED, HELD)  # a stop is accepted from each of these
 READER_MESSAGE = "waiting for the client to read (ack)"
 IDLE_TIMEOUT = "idle_timeout"  # the closing status's `reason` when a paused or held run waited too long
+PAUSED_MEMORY = "paused_memory"  # ... when the paused runs' memory budget ended it (the least recently active)
+ENDED_BECAUSE = {
+    IDLE_TIMEOUT: "the run was paused too long; its generation slot was released",
+    PAUSED_MEMORY: "the server's memory for paused runs was full, and this run had waited longest: fork or start again",
+}
 
 
 def status(state: str, message: str = "") -> dict:
@@ -75,17 +80,18 @@ class RunControl:
     def touch(self) -> None:
         self.active_at = time.monotonic()
 
-    def idle_out(self) -> None:
-        """Paused or held past EXPLAINER_IDLE_RUN_S: stopping, as a stop would (then `done`), named as idle."""
-        self.state, self.step_asked, self.keep_steps, self.ended_because = STOPPING, False, None, IDLE_TIMEOUT
+    def idle_out(self, reason: str = IDLE_TIMEOUT) -> None:
+        """Ended by the server while it waited (paused past EXPLAINER_IDLE_RUN_S, or past the paused runs' memory):
+        stopping, as a stop would (then `done`), with the reason named."""
+        self.state, self.step_asked, self.keep_steps, self.ended_because = STOPPING, False, None, reason
         self.set_quiet()
+        self.wake()
 
     def finished_status(self, stop_reason: str | None) -> dict:
-        """The run's last word; an idle timeout says so with a named `reason`."""
-        if self.ended_because != IDLE_TIMEOUT:
+        """The run's last word; a run the server ended says why with a named `reason`."""
+        if self.ended_because not in ENDED_BECAUSE:
             return status(FINISHED, stop_reason or "")
-        return {**status(FINISHED, "the run was paused too long; its generation slot was released"),
-                "reason": IDLE_TIMEOUT}
+        return {**status(FINISHED, ENDED_BECAUSE[self.ended_because]), "reason": self.ended_because}
 
     def finish(self) -> None:
         self.state, self.step_asked = FINISHED, False

@@ -16,7 +16,8 @@ from explainer.services.admission.capacity import generating
 from explainer.services.device.executors import run_on, scheduler_for
 from explainer.services.run.on_demand import LOADING, READER_PAUSED, OnDemandAnswers
 from explainer.services.run.errors import ENGINE_ERRORS, OUT_OF_MEMORY, as_error, refusal, wrapped
-from explainer.services.run.control import FINISHED, HELD, PAUSED, RUNNING, STOPPING, RunControl, status
+from explainer.services.run import paused
+from explainer.services.run.control import FINISHED, HELD, PAUSED, PAUSED_MEMORY, RUNNING, STOPPING, RunControl, status
 from inference.batched_prefill import MOST_PROMPT_TOKENS
 from inference.engine import GenerationSession
 from inference.wire.framing import split_message
@@ -27,6 +28,7 @@ from inference.sampling import SamplingParams
 
 log = logging.getLogger(__name__)
 MAX_ACK = 2**53  # the largest integer a browser's JSON numbers hold exactly
+CHARS_PER_TOKEN = 64  # more characters than this per allowed token cannot fit: refused before tokenizing
 _live: weakref.WeakSet = weakref.WeakSet()  # runs whose GenerationSession is open
 
 
@@ -52,6 +54,7 @@ class VisitorRun(OnDemandAnswers):
         self.control = RunControl()
         self.deferred: list[dict] = []  # replies waiting behind the frame in flight
         self.holds_slot = False
+        self.slot_limit: int | None = None  # the workshop host's cap on generation slots, as of the start
         self.device = "cpu"
         self.sending = asyncio.Lock()  # a split message's parts go out back to back
         self.forking = False  # a fork is between its check and its forced step
@@ -80,20 +83,21 @@ class VisitorRun(OnDemandAnswers):
         fields = prompt_fields(message)
         await self.end()
         fields, slots = await policy.apply_to_start(fields)  # the workshop host's pins and limits
-        # Refuse bad parameters and messages before anything waits on the model.
+        # Refuse bad parameters, messages and prompt lengths before taking a slot or touching the model.
         params = SamplingParams.from_dict(fields["params"], max_new_tokens_cap=settings.EXPLAINER_MAX_NEW_TOKENS)
         if fields["text"] is None:  # prompt_fields made sure exactly one of the two is there
             fields["messages"] = validate_messages(fields["messages"])
         else:
             fields["text"] = validate_text(fields["text"])
+        loaded, prompt = await self._tokenized(fields)  # refused here, before a slot is taken
         if (refused := generating.refusal(slots, self.address)) is not None:
             await self.send(busy_payload(refused, 5))
             return
-        self.holds_slot = True
+        self.holds_slot, self.slot_limit = True, slots
         self.control.begin(fields["paused"])
         try:  # prefilling: the start's reply (session, prefill, status) comes before any later message's
-            await self._open(fields, params)
-        except BaseException as exc:  # a refused prompt, a model failure, or the socket cancelled mid-prefill
+            await self._open(loaded, prompt, params)
+        except BaseException as exc:  # a model failure, or the socket cancelled mid-prefill
             self.control.reset()
             await self._release()  # first: no await inside, so a second cancellation cannot skip it
             await self._close_session()
@@ -102,8 +106,12 @@ class VisitorRun(OnDemandAnswers):
             raise
         self.task = asyncio.create_task(self._drive())
 
-    async def _open(self, fields: dict, params: SamplingParams) -> None:
-        """prefilling: load, tokenize, prefill; then running or paused as asked (or stopping)."""
+    async def _tokenized(self, fields: dict):
+        """The loaded model and the prompt as it reads it, within EXPLAINER_MAX_PROMPT_TOKENS."""
+        typed = sum(len(m["content"]) for m in fields["messages"]) if fields["text"] is None else len(fields["text"])
+        if typed > settings.EXPLAINER_MAX_PROMPT_TOKENS * CHARS_PER_TOKEN:  # too long for any tokenizer: no device call
+            raise ProtocolError("out_of_range", f"the prompt has {typed} characters, far past the limit of "
+                                f"{settings.EXPLAINER_MAX_PROMPT_TOKENS} tokens", "messages")
         if not model_registry.is_loaded():
             await self.send(LOADING)
         try:
@@ -111,18 +119,23 @@ class VisitorRun(OnDemandAnswers):
         except ModelNotAvailable as exc:
             raise ProtocolError("model_error", str(exc)) from None
         self.device = loaded.description.device
-        prompt = await run_on(self.device, lambda: build_prompt(loaded.tokenizer, messages=fields["messages"], text=fields["text"]))
+        prompt = await run_on(self.device, lambda: build_prompt(loaded.tokenizer, messages=fields["messages"], text=fields["text"]),
+                              owner=self.address)
         if len(prompt.ids) > settings.EXPLAINER_MAX_PROMPT_TOKENS:
             raise ProtocolError("out_of_range", f"the prompt has {len(prompt.ids)} tokens; the limit is "
                                 f"{settings.EXPLAINER_MAX_PROMPT_TOKENS}", "messages")
+        return loaded, prompt
+
+    async def _open(self, loaded, prompt, params: SamplingParams) -> None:
+        """prefilling: prefill and the causal-mask check; then running or paused as asked (or stopping)."""
         self.session = GenerationSession(loaded, prompt, params, prefill_chunk=settings.EXPLAINER_PREFILL_CHUNK or None)
         _live.add(self)
         self.control.set_computing(True)
         try:
             await self.send(self.session.session_payload())
             await self.send(await self._prefill())
-            await self.send(await run_on(self.device, after_run_checks.causal_mask, self.session))
-            self.rows_before = await run_on(self.device, after_run_checks.embedding_rows, self.session)
+            await self.send(await after_run_checks.causal_mask_on(self.device, self.session, self.address))
+            self.rows_before = await run_on(self.device, after_run_checks.embedding_rows, self.session, owner=self.address)
         finally:
             self.control.set_computing(False)
         self.control.prefilled()
@@ -134,9 +147,13 @@ class VisitorRun(OnDemandAnswers):
         own device call: decode ticks run between them."""
         if self.session.prefill_fits_one_pass(MOST_PROMPT_TOKENS):
             return await scheduler_for(self.device).prefill(self.session)
-        while await run_on(self.device, self.session.prefill_part):
+        return await self._chunked(self.session.prefill)
+
+    async def _chunked(self, last, *args):
+        """The prompt's chunks, one device call each (other visitors' ticks run between), then `last(*args)`."""
+        while await run_on(self.device, self.session.prefill_part, owner=self.address):
             pass
-        return await run_on(self.device, self.session.prefill)
+        return await run_on(self.device, last, *args, owner=self.address)
 
     async def _drive(self) -> None:
         """Step while the state says so, and end with `done` and the after_run_checks."""
@@ -177,7 +194,21 @@ class VisitorRun(OnDemandAnswers):
                 await self.send(status(RUNNING))
                 continue
             self.session.hold()  # waiting (paused, held) is not generation time: the timing figures leave it out
+            if control.state == PAUSED and not control.computing:
+                await self._wait_paused()
+            else:
+                await self._wait_for_change()
+
+    async def _wait_paused(self) -> None:
+        """Paused: the generation slot goes back, only the cache stays (within the paused runs' memory budget,
+        which may end the least recently active paused run, this one too); until a verb changes the state."""
+        await self._release()
+        for victim in paused.enter(self, paused.session_bytes(self.session)):
+            victim.control.idle_out(PAUSED_MEMORY)
+        try:
             await self._wait_for_change()
+        finally:
+            paused.leave(self)
 
     def _idle_too_long(self) -> bool:
         """Paused or held, nothing asked or in flight, and no progress for EXPLAINER_IDLE_RUN_S (0: never)."""
@@ -237,7 +268,13 @@ class VisitorRun(OnDemandAnswers):
         await self.reply(self.control.pause())
 
     async def resume(self, _message: dict) -> None:
-        """A finished run has nothing to resume: a named error, never a `running` that never ends."""
+        """A finished run has nothing to resume: a named error, never a `running` that never ends. A paused run
+        holds no slot: it takes one again here, or hears `busy` (stepping still works)."""
+        if self.control.state == PAUSED and not self.holds_slot:
+            if (refused := generating.refusal(self.slot_limit, self.address)) is not None:
+                await self.reply(busy_payload(f"no free generation slot to resume ({refused}); Step still works", 5))
+                return
+            self.holds_slot = True
         await self.reply(self.control.resume())
 
     async def step(self, _message: dict) -> None:
@@ -264,17 +301,14 @@ class VisitorRun(OnDemandAnswers):
         if self.control.state == FINISHED and self.task is not None and not self.task.done():
             await asyncio.wait({self.task})  # the driver's tail (checks, `finished`) goes out first; then it restarts
         restart = self.task is None or self.task.done()
-        if restart and not self.holds_slot and (refused := generating.refusal(address=self.address)) is not None:
-            await self.send(busy_payload(f"no free generation slot to continue the fork: {refused}", 5))
-            return
-        self.control.fork()  # paused from here: the driver starts no new step
-        self.holds_slot = True
+        self.control.fork()  # paused from here (a paused run holds no slot): the driver starts no new step
         self.forking = True  # from here until its step is out, the driver must not finish the run under it
         try:
             await self.control.quiet.wait()  # the step already in flight (at most one) goes out first
             self.control.set_computing(True)
-            try:
-                payload = await run_on(self.device, session.fork, step, token)
+            try:  # a re-prefill (a fork at step 1) goes in chunks, like a start's
+                await run_on(self.device, session.rewind, step, token, owner=self.address)
+                payload = await self._chunked(session.forked_step, token)
             finally:
                 self.control.set_computing(False)
             await self.send(payload)
