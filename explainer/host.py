@@ -27,6 +27,8 @@ from explainer.messages import error_payload
 from explainer.protocol import ReleasedOnExit, StrictJson, encode_frame, json_object, parse_frame, prompt_fields
 from explainer.services.workshop import room_stats
 from explainer.services.admission import limits
+from explainer.services.admission.lockout import LOCKOUT_S, MAX_FAILURES, MAX_LOCKOUT_S, Lockout  # noqa: F401
+from explainer.services.admission.lockout import locked_for as _locked_for  # noqa: F401 (tests read it here)
 from explainer.services.run import placement
 from explainer.services.workshop import policy, presence
 from explainer.services.run.visitor_run import refusal
@@ -35,21 +37,13 @@ from explainer.services.workshop.following import GROUP
 log = logging.getLogger(__name__)
 SESSION_FLAG = "workshop_host"
 NOT_HOST_CLOSE_CODE = 4003
-MAX_FAILURES, LOCKOUT_S = 5, 60  # wrong passwords per client address before a short lockout
-MAX_LOCKOUT_S, FAILURES_KEPT_S = 600, 3600  # each failure past MAX_FAILURES doubles the wait, up to 10 min
 STATS_EVERY_S = 1.0
 RUN_VERBS = ("pause", "resume", "step", "stop", "ack")
 COMMANDS = ("broadcast", "pin", "limits", "reset") + RUN_VERBS
+LOGIN = Lockout("host")  # wrong passwords per address (explainer/services/admission/lockout.py)
 
 
 # ---- the page ---------------------------------------------------------------------------------------
-
-def _failures_key(request) -> str:
-    """Per client address; under Daphne the one the socket limits use (trusted proxies resolved)."""
-    scope = getattr(request, "scope", None)
-    address = limits.client_address(scope) if scope else request.META.get("REMOTE_ADDR")
-    return f"host-login-failures:{address or ''}"
-
 
 @require_http_methods(["GET", "HEAD", "POST"])
 def host_page(request):
@@ -73,27 +67,17 @@ def _become_host(request):
     return redirect("host")
 
 
-def _locked_for(failures: dict) -> float:
-    """Seconds this address must still wait: none before MAX_FAILURES, then LOCKOUT_S doubling per failure."""
-    if failures["n"] < MAX_FAILURES:
-        return 0.0
-    wait = min(MAX_LOCKOUT_S, LOCKOUT_S * 2 ** (failures["n"] - MAX_FAILURES))
-    return max(0.0, failures["last"] + wait - time.time())
-
-
 def _log_in(request):
     """The password, with a per-address backoff kept in the shared cache (Redis across processes): a
     guesser elsewhere never locks the host out, and one behind the same NAT is answered by the console's link."""
-    key = _failures_key(request)
-    failures = cache.get(key) or {"n": 0, "last": 0.0}
-    if wait := _locked_for(failures):
+    if wait := LOGIN.wait(request):
         return render(request, "host.html", {"error": f"Too many wrong passwords from this address: wait {wait:.0f} s, "
                                              "or open the one-time host link printed by `make workshop`."}, status=429)
     given = request.POST.get("password", "")
     if hmac.compare_digest(given.encode(), settings.EXPLAINER_HOST_PASSWORD.encode()):
-        cache.delete(key)
+        LOGIN.succeeded(request)
         return _become_host(request)
-    cache.set(key, {"n": failures["n"] + 1, "last": time.time()}, FAILURES_KEPT_S)
+    LOGIN.failed(request)
     return render(request, "host.html", {"error": "Wrong password."}, status=403)
 
 

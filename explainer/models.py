@@ -21,6 +21,11 @@ class RecordedRun(models.Model):
     seed = models.BigIntegerField()
     schema_version = models.PositiveIntegerField(help_text="payload schema version the payloads were recorded in")
     payloads = models.JSONField(help_text="every payload in order: session, prefill, check, step..., done, checks")
+    size_bytes = models.PositiveBigIntegerField(default=0, help_text="the stored JSON's size (counts toward "
+                                                "EXPLAINER_RECORDINGS_MAX_BYTES)")
+    signature = models.CharField(max_length=64, blank=True, default="",
+                                 help_text="HMAC of the payloads' digest when this server produced them; empty = "
+                                           "posted through the API, not verified")
 
     class Meta:
         ordering = ["-created_at"]
@@ -29,6 +34,11 @@ class RecordedRun(models.Model):
     def find(cls, run_id: str) -> "RecordedRun | None":
         """The run with this id, or None; malformed ids (e.g. a NUL byte PostgreSQL refuses) are just absent."""
         return cls.objects.filter(pk=run_id).first() if RUN_ID.fullmatch(run_id) else None
+
+    @classmethod
+    def exists(cls, run_id: str) -> bool:
+        """Whether a run with this id is stored, without reading its row."""
+        return RUN_ID.fullmatch(run_id) is not None and cls.objects.filter(pk=run_id).exists()
 
     def __str__(self) -> str:
         return f"{self.id} ({self.model_spec}, {self.steps} steps)"

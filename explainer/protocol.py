@@ -24,6 +24,10 @@ class ProtocolError(ValueError):
         return error_payload(self.code, self.message, self.field)
 
 
+class TooDeep(ProtocolError):
+    """JSON nested past the parser's recursion limit (still `bad_json` on the socket)."""
+
+
 def encode_frame(message: dict) -> str:
     """Strict JSON out (inference/wire/framing.strict_text): a non-finite number becomes a `non_finite` error,
     never a frame with a bare NaN that a browser's JSON.parse refuses."""
@@ -83,21 +87,23 @@ def json_object(text: str | bytes) -> dict:
     """Strict JSON (no NaN/Infinity) that must be an object; anything else is a `bad_json` error."""
     try:
         value = json.loads(text, parse_constant=_reject_constant)
-    except (ValueError, RecursionError) as exc:
+    except RecursionError:
+        raise TooDeep("bad_json", "not valid JSON: objects and arrays nest too deep to read") from None
+    except ValueError as exc:
         raise ProtocolError("bad_json", f"not valid JSON: {exc}"[:200]) from None
     if not isinstance(value, dict):
         raise ProtocolError("bad_json", "expected a JSON object")
     return value
 
 
-def nesting_depth(value) -> int:
-    """How deep objects and arrays nest (1 for a flat object), without recursion."""
+def nesting_depth(value, limit: int = MAX_DEPTH) -> int:
+    """How deep objects and arrays nest (1 for a flat object), without recursion; counting stops past `limit`."""
     deepest, stack = 0, [(value, 1)]
     while stack:
         value, depth = stack.pop()
         if isinstance(value, (dict, list)):
             deepest = max(deepest, depth)
-            if deepest > MAX_DEPTH:
+            if deepest > limit:
                 break
             stack.extend((item, depth + 1) for item in (value.values() if isinstance(value, dict) else value))
     return deepest

@@ -214,8 +214,15 @@ EXPLAINER_EMBED_ORIGINS = [o.strip() for o in os.environ.get("EXPLAINER_EMBED_OR
 EXPLAINER_DRAFT_MODEL = os.environ.get("EXPLAINER_DRAFT_MODEL", str(BASE_DIR / "inference" / "bundled_draft"))
 EXPLAINER_SPECULATIVE_K = int(os.environ.get("EXPLAINER_SPECULATIVE_K", "4"))
 
-# Recorded runs (POST /api/runs): the largest request body accepted.
-EXPLAINER_MAX_RECORDING_BYTES = int(os.environ.get("EXPLAINER_MAX_RECORDING_BYTES", str(8 * 1024 * 1024)))
+# Recorded runs (POST /api/runs, docs/deploy.md "Recorded runs"): the largest recording accepted. The largest
+# real run measures 14.7 MB (SmolLM2-135M's shapes, 384-token prompt, 256 steps; the bundled model's fullest,
+# 256 + 256 tokens, 8.9 MB): 20 MiB leaves a 42% margin.
+EXPLAINER_MAX_RECORDING_BYTES = int(os.environ.get("EXPLAINER_MAX_RECORDING_BYTES", str(20 * 1024 * 1024)))
+# all stored recordings together (once full, new saves are refused with 507 `recordings_full`; 0 = no cap),
+EXPLAINER_RECORDINGS_MAX_BYTES = int(os.environ.get("EXPLAINER_RECORDINGS_MAX_BYTES", str(2 * 1024 ** 3)))
+# and saves per client address: a token bucket in the shared cache (0 turns it off).
+EXPLAINER_RECORDING_SAVES_PER_MIN = float(os.environ.get("EXPLAINER_RECORDING_SAVES_PER_MIN", "6"))
+EXPLAINER_RECORDING_SAVE_BURST = float(os.environ.get("EXPLAINER_RECORDING_SAVE_BURST", "10"))
 # Django's own request-body cap must not refuse a recording before the view can name the error.
 DATA_UPLOAD_MAX_MEMORY_SIZE = max(2_621_440, EXPLAINER_MAX_RECORDING_BYTES + 1)
 

@@ -5,6 +5,7 @@ from django.urls import path
 from django.views.generic import RedirectView
 
 from explainer import embeds, host, views
+from explainer.admin import guarded_login
 
 urlpatterns = [
     path("", views.index, name="index"),
@@ -19,5 +20,6 @@ urlpatterns = [
     path("embed/<slug:section>/", embeds.embed_section, name="embed_section"),
     path("embed/<slug:section>/static/", embeds.embed_static, name="embed_static"),
     path("host/", host.host_page, name="host"),
+    path("admin/login/", guarded_login, name="admin_login"),  # before the admin's own: the lockout
     path("admin/", admin.site.urls),
 ]

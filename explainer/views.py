@@ -6,7 +6,6 @@ from django.shortcuts import render
 from django.views.decorators.csrf import ensure_csrf_cookie
 from django.views.decorators.http import require_http_methods
 
-from explainer.models import RecordedRun
 from explainer.services.device import model_registry
 from explainer.services import recordings
 from explainer.services.admission import limits
@@ -42,29 +41,38 @@ def _error(code: str, message: str, field=None, status: int = 400) -> JsonRespon
     return JsonResponse({"error": {"code": code, "message": message, "field": field}}, status=status)
 
 
+def _refused(exc: "recordings.RecordingError") -> JsonResponse:
+    response = JsonResponse(exc.as_dict(), status=exc.status)
+    if getattr(exc, "retry_after_s", None):
+        response["Retry-After"] = str(exc.retry_after_s)
+    return response
+
+
 @require_http_methods(["POST"])
 def create_run(request):
-    """Save a recording; CSRF-protected by CsrfViewMiddleware (browsers send X-CSRFToken)."""
+    """Save a recording; CSRF-protected by CsrfViewMiddleware (browsers send X-CSRFToken); rate-limited per address."""
     try:
-        data = recordings.parse_body(request.body)
-        run = recordings.save_run(data)
+        recordings.admit(limits.request_address(request))  # before the body is read or parsed
+        run = recordings.save_run(recordings.parse_body(request.body))
     except RequestDataTooBig:
         limit = settings.EXPLAINER_MAX_RECORDING_BYTES
         return _error("too_large", f"recordings are limited to {limit} bytes", status=413)
     except recordings.RecordingError as exc:
-        return JsonResponse(exc.as_dict(), status=exc.status)
-    return JsonResponse({"id": run.id, "url": f"/runs/{run.id}"}, status=201)
+        return _refused(exc)
+    return JsonResponse({"id": run.id, "url": f"/runs/{run.id}", "recorded_on_this_server": bool(run.signature)},
+                        status=201)
 
 
 @require_http_methods(["GET", "HEAD"])
 def get_run(request, run_id: str):
-    run = RecordedRun.find(run_id)
-    if run is None:
-        return _error("not_found", "no recorded run with this id", "id", status=404)
+    """The recording as JSON; a damaged one is a named 422, never a 500."""
     try:
+        run = recordings.load(run_id)
+        if run is None:
+            return _error("not_found", "no recorded run with this id", "id", status=404)
         data = recordings.as_json(run)
     except recordings.RecordingError as exc:
-        return JsonResponse(exc.as_dict(), status=exc.status)
+        return _refused(exc)
     # Absolute: a copy of the recording hosted elsewhere still links back to its replay here (docs/embedding.md).
     return JsonResponse({**data, "article_url": request.build_absolute_uri(data["url"])})
 
@@ -72,13 +80,14 @@ def get_run(request, run_id: str):
 @require_http_methods(["GET", "HEAD"])
 def replay_page(request, run_id: str):
     """The article replaying a recording: no model is loaded, the page fetches /api/runs/<id>."""
-    run = RecordedRun.find(run_id)
-    if run is None:
-        raise Http404("no recorded run with this id")
     try:
+        run = recordings.load(run_id)
+        if run is None:
+            raise Http404("no recorded run with this id")
         payloads = recordings.replayable_payloads(run)
     except recordings.RecordingError as exc:  # a named page, never a 500 (the model description is rendered)
         return render(request, "recording_error.html", {"error": exc}, status=exc.status)
     session = payloads[0]  # checked: a recording starts with its session payload
     model = {"ok": True, "spec": run.model_spec, "description": session.get("model") or {"spec": run.model_spec}}
-    return render(request, "index.html", {"model": model, "run_id": run.id})
+    recording = {"saved_at": run.created_at, "verified": recordings.verified(run)}
+    return render(request, "index.html", {"model": model, "run_id": run.id, "recording": recording})

@@ -2,131 +2,128 @@
 
 A recording is stored as it was sent, with the version it was recorded in; the wire's ``upgrade``
 (inference/wire/upgrades.py) runs whenever a recording is validated or read, so old permalinks keep replaying.
+Saving is bounded (docs/deploy.md, "Recorded runs"): per address by a rate, per recording by
+EXPLAINER_MAX_RECORDING_BYTES, in all by EXPLAINER_RECORDINGS_MAX_BYTES (new saves are refused once full).
 """
 from __future__ import annotations
 
+import datetime
 import json
+import math
 
 from django.conf import settings
+from django.db.models import Sum
 
 from explainer.models import RecordedRun
-from explainer.protocol import ProtocolError, json_object
-from inference.wire.schema import SCHEMA, SCHEMA_VERSION, SchemaError
-from inference.wire.upgrades import UpgradeError, upgrade as wire_upgrade
-from inference.wire.validation import check_recorded_payload
+from explainer.protocol import ProtocolError, TooDeep, json_object
+from explainer.services import recording_checks as check
+from explainer.services.admission import limits
+from explainer.services.recording_checks import RecordingError, upgrade  # noqa: F401 (the API's names)
+from explainer.services.run import provenance
+from inference.wire.schema import SCHEMA_VERSION
+
+REQUIRED = ("messages", "params", "seed", "model_spec", "payloads")
+# What a stored row can throw while Django reads it (a JSON text nested past the recursion limit, a date
+# that does not parse): a damaged row, answered as `broken_recording`, never a 500.
+DAMAGED_ROW = (RecursionError, ValueError, TypeError, AttributeError, OverflowError, KeyError)
 
 
-class RecordingError(ValueError):
-    """A recording the server refuses; becomes {"error": {code, message, field}} with status 400 (or 413)."""
-
-    def __init__(self, code: str, message: str, field: str | None = None, status: int = 400):
-        super().__init__(message)
-        self.code, self.message, self.field, self.status = code, message, field, status
-
-    def as_dict(self) -> dict:
-        return {"error": {"code": self.code, "message": self.message, "field": self.field}}
+def _too_large() -> RecordingError:
+    limit = settings.EXPLAINER_MAX_RECORDING_BYTES
+    return RecordingError("too_large", f"recordings are limited to {limit} bytes", None, status=413)
 
 
-def upgrade(payloads: list[dict], from_version: int) -> list[dict]:
-    """Copies of ``payloads`` brought up to SCHEMA_VERSION; a version the wire cannot upgrade is a RecordingError."""
-    try:
-        return wire_upgrade(payloads, from_version)
-    except UpgradeError as exc:
-        raise RecordingError(exc.code, exc.message, "schema_version") from None
-
-
-# ---- validation and storage ---------------------------------------------------------------------
-
-def _messages(value) -> list[dict]:
-    if not isinstance(value, list) or not value:
-        raise RecordingError("wrong_type", "messages must be a non-empty list of {role, content}", "messages")
-    for n, m in enumerate(value):
-        if not isinstance(m, dict) or not isinstance(m.get("role"), str) or not isinstance(m.get("content"), str):
-            raise RecordingError("wrong_type", "each message needs a string role and content", f"messages[{n}]")
-    return [{"role": m["role"], "content": m["content"]} for m in value]
-
-
-def _schema_version(payloads: list[dict]) -> int:
-    versions = {p.get("schema_version") for p in payloads if "schema_version" in p}
-    if len(versions) != 1:
-        raise RecordingError("invalid_value", "every payload must carry the same schema_version", "payloads")
-    version = versions.pop()
-    if isinstance(version, bool) or not isinstance(version, int):
-        raise RecordingError("wrong_type", "schema_version must be an integer", "payloads")
-    return version
-
-
-def _payloads(value) -> tuple[list[dict], int]:
-    if not isinstance(value, list) or not value:
-        raise RecordingError("wrong_type", "payloads must be a non-empty list of payload objects", "payloads")
-    for n, p in enumerate(value):
-        if not isinstance(p, dict):
-            raise RecordingError("wrong_type", "each payload must be an object", f"payloads[{n}]")
-        if p.get("type") not in SCHEMA:
-            raise RecordingError("unknown_type", f"unknown payload type {str(p.get('type'))[:40]!r}", f"payloads[{n}].type")
-    version = _schema_version(value)
-    current = upgrade(value, version)
-    kinds = [p["type"] for p in current]
-    if kinds[0] != "session" or "prefill" not in kinds:
-        raise RecordingError("invalid_value", "a recording starts with a session payload and has a prefill", "payloads")
-    for n, p in enumerate(current):  # every payload, field by field and nested (inference/wire/validation.py)
-        try:
-            check_recorded_payload(p)
-        except SchemaError as exc:
-            raise RecordingError("invalid_payload", str(exc)[:300], f"payloads[{n}]") from None
-    return value, version
+def admit(address: str | None) -> None:
+    """This address may save one more recording now (a token bucket in the shared cache), else `rate_limited` (429)."""
+    per_min, burst = settings.EXPLAINER_RECORDING_SAVES_PER_MIN, settings.EXPLAINER_RECORDING_SAVE_BURST
+    if per_min <= 0 or address is None:  # 0 turns the rate off; no address (a UNIX socket): nothing to count by
+        return
+    wait = limits.shared_take(f"recording-saves:{address}", per_min / 60, max(1.0, burst))
+    if wait:
+        error = RecordingError("rate_limited", f"at most {per_min:g} recordings a minute (bursts of {burst:g}) from one "
+                               f"address; wait {math.ceil(wait)} s", None, status=429)
+        error.retry_after_s = math.ceil(wait)
+        raise error
 
 
 def parse_body(body: bytes) -> dict:
-    """The request body as a JSON object, within EXPLAINER_MAX_RECORDING_BYTES."""
-    limit = settings.EXPLAINER_MAX_RECORDING_BYTES
-    if len(body) > limit:
-        raise RecordingError("too_large", f"recordings are limited to {limit} bytes", None, status=413)
+    """The request body as a JSON object, within EXPLAINER_MAX_RECORDING_BYTES and MAX_DEPTH."""
+    if len(body) > settings.EXPLAINER_MAX_RECORDING_BYTES:
+        raise _too_large()
     try:
-        return json_object(body)
+        data = json_object(body)
+    except TooDeep:  # nested past the parser's recursion limit: refused whole, by the same name as below
+        raise RecordingError("too_deep", f"objects and arrays may nest at most {check.MAX_DEPTH} deep") from None
     except ProtocolError as exc:
         raise RecordingError(exc.code, exc.message) from None
+    check.depth(data)
+    return data
+
+
+def _room_for(size: int) -> None:
+    """The stored recordings stay under EXPLAINER_RECORDINGS_MAX_BYTES: once full, new saves are refused (507)."""
+    cap = settings.EXPLAINER_RECORDINGS_MAX_BYTES
+    stored = RecordedRun.objects.aggregate(total=Sum("size_bytes"))["total"] or 0
+    if cap > 0 and stored + size > cap:
+        raise RecordingError("recordings_full", f"this server's space for recordings is full ({stored} of {cap} bytes "
+                             "used); nothing was saved: download the run instead, or ask its host", None, status=507)
 
 
 def save_run(data: dict) -> RecordedRun:
     """Validate a recording (see docs/protocol.md, "Recorded runs") and store it; raises RecordingError."""
     if not isinstance(data, dict):
         raise RecordingError("bad_json", "the body must be a JSON object")
-    limit = settings.EXPLAINER_MAX_RECORDING_BYTES
-    if len(json.dumps(data, separators=(",", ":")).encode()) > limit:
-        raise RecordingError("too_large", f"recordings are limited to {limit} bytes", None, status=413)
-    for name in ("messages", "params", "seed", "model_spec", "payloads"):
+    check.depth(data)
+    if len(json.dumps(data, separators=(",", ":")).encode()) > settings.EXPLAINER_MAX_RECORDING_BYTES:
+        raise _too_large()
+    for name in REQUIRED:
         if name not in data:
             raise RecordingError("missing_field", f"{name} is required", name)
-    messages = _messages(data["messages"])
-    if not isinstance(data["params"], dict):
-        raise RecordingError("wrong_type", "params must be an object", "params")
-    seed = data["seed"]
-    if isinstance(seed, bool) or not isinstance(seed, int) or not -2**63 <= seed < 2**63:
-        raise RecordingError("wrong_type", "seed must be an integer", "seed")
-    spec = data["model_spec"]
-    if not isinstance(spec, str) or not spec.strip() or len(spec) > 300:
-        raise RecordingError("wrong_type", "model_spec must be a non-empty string (at most 300 characters)", "model_spec")
-    payloads, version = _payloads(data["payloads"])
-    return RecordedRun.objects.create(model_spec=spec, messages=messages, params=data["params"], seed=seed,
-                                      schema_version=version, payloads=payloads)
+    messages, params = check.messages(data["messages"]), check.params(data["params"])
+    seed, spec = check.seed(data["seed"]), check.model_spec(data["model_spec"])
+    payloads, version = check.payloads(data["payloads"])
+    signature = provenance.produced_here(payloads)
+    if signature and (same := RecordedRun.objects.filter(signature=signature).first()):
+        return same  # this server's run, saved before: one permalink, not a second copy
+    size = len(json.dumps([messages, params, payloads], separators=(",", ":")).encode())
+    _room_for(size)
+    return RecordedRun.objects.create(model_spec=spec, messages=messages, params=params, seed=seed,
+                                      schema_version=version, payloads=payloads, size_bytes=size, signature=signature)
+
+
+def load(run_id: str) -> RecordedRun | None:
+    """The stored run, or None; a row Django cannot even read is `broken_recording` (422)."""
+    try:
+        return RecordedRun.find(run_id)
+    except DAMAGED_ROW as exc:
+        raise RecordingError("broken_recording", f"this recording cannot be read: its stored row is damaged "
+                             f"({type(exc).__name__})", None, status=422) from None
 
 
 def replayable_payloads(run: RecordedRun) -> list[dict]:
     """The stored payloads upgraded and checked as on saving; one stored before that check, or damaged since,
     is refused as `broken_recording` (422) instead of reaching a page or the API as it is."""
     try:
-        _payloads(run.payloads)
+        if not isinstance(run.created_at, datetime.datetime):
+            raise RecordingError("invalid_value", "created_at is not a date", "created_at")
+        check.depth({"messages": run.messages, "params": run.params, "payloads": run.payloads})
+        check.payloads(run.payloads)
         return upgrade(run.payloads, run.schema_version)
     except RecordingError as exc:
         raise RecordingError("broken_recording", f"this recording cannot be replayed: {exc.message}"[:300], exc.field,
                              status=422) from None
 
 
+def verified(run: RecordedRun) -> bool:
+    """Recorded on this server: its stored signature matches its stored payloads (explainer/services/run/provenance.py)."""
+    return provenance.verified(run.payloads, run.signature)
+
+
 def as_json(run: RecordedRun) -> dict:
     """The recording as the API returns it: payloads upgraded to the current schema (RecordingError if broken)."""
     payloads = replayable_payloads(run)
     return {"id": run.id, "url": f"/runs/{run.id}", "created_at": run.created_at.isoformat(),
+            "recorded_on_this_server": verified(run),
             "model_spec": run.model_spec, "messages": run.messages, "params": run.params, "seed": run.seed,
             "schema_version": SCHEMA_VERSION, "recorded_schema_version": run.schema_version,
             "payloads": payloads}

@@ -38,6 +38,7 @@ def test_replay_draws_the_recording(page, site_url):
     sockets = []
     page.on("websocket", lambda ws: sockets.append(ws))
     page.goto(site_url + url)
+    expect(page.locator(".recording-origin")).to_contain_text("posted through the API, not verified")
     prefill = next(p for p in payloads if p["type"] == "prefill")
     steps = [p for p in payloads if p["type"] == "step"]
     for selector, name, expected in [("he-tokens", "data-token-count", len(prefill["tokens"])),
@@ -71,6 +72,9 @@ def test_save_run_gives_a_permalink_that_replays(page, site_url):
     link = page.locator("#permalink").get_attribute("href")
     page.goto(site_url + link)
     shows(page, "he-tokens", "data-token-count", len(run["prefill"][-1]["tokens"]))
+    # The payloads the browser posted are the ones this server sent: signed, and the replay says so.
+    expect(page.locator(".recording-origin")).to_have_attribute("data-verified", "true")
+    expect(page.locator(".recording-origin")).to_contain_text("recorded on this server")
 
 
 def at_step(page, k: int, n: int) -> None:

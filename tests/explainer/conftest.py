@@ -23,6 +23,14 @@ def stories_model(settings):
 
 
 @pytest.fixture(autouse=True)
+def fresh_cache():
+    """Each test starts with an empty cache: rate buckets and login failures of one test never reach the next."""
+    from django.core.cache import cache
+
+    cache.clear()
+
+
+@pytest.fixture(autouse=True)
 def no_session_outlives_its_test():
     """Every run a test opened has closed its GenerationSession once the test is over (the leak check).
 

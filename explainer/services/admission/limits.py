@@ -12,6 +12,7 @@ import time
 from collections import Counter, deque
 
 from django.conf import settings
+from django.core.cache import cache
 
 from explainer.protocol import ProtocolError
 from explainer.messages import error_payload
@@ -59,6 +60,17 @@ class TokenBucket:
         return (1 - self.tokens) / self.rate
 
 
+def shared_take(key: str, rate: float, burst: float) -> float:
+    """TokenBucket.take() for a bucket kept in Django's cache (Redis across processes with REDIS_URL): 0 when
+    a token was spent, else the seconds to wait. Read and written back without a lock: two processes
+    racing may both spend the same token, which a rate limit can afford."""
+    bucket = TokenBucket(rate, burst, clock=time.time)
+    bucket.tokens, bucket.last = cache.get(key) or (burst, bucket.last)
+    wait = bucket.take()
+    cache.set(key, (bucket.tokens, bucket.last), int(burst / rate) + 60)
+    return wait
+
+
 def client_address(scope) -> str | None:
     """The peer's address; behind a trusted proxy, the nearest X-Forwarded-For hop that is not a proxy."""
     peer = (scope.get("client") or [None])[0]
@@ -72,6 +84,12 @@ def client_address(scope) -> str | None:
         if hop not in trusted:
             return hop
     return hops[0] if hops else peer
+
+
+def request_address(request) -> str | None:
+    """An HTTP request's client address: under Daphne the one the socket limits use (trusted proxies resolved)."""
+    scope = getattr(request, "scope", None)
+    return client_address(scope) if scope else request.META.get("REMOTE_ADDR")
 
 
 class SocketGuard:

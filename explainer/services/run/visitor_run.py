@@ -9,6 +9,7 @@ from django.conf import settings
 
 from explainer.protocol import ProtocolError, integer, prompt_fields
 from explainer.services.run import after_run_checks
+from explainer.services.run.provenance import RunDigest
 from explainer.services.admission import limits
 from explainer.services.device import model_registry
 from explainer.services.workshop import policy
@@ -59,10 +60,12 @@ class VisitorRun(OnDemandAnswers):
         self.sending = asyncio.Lock()  # a split message's parts go out back to back
         self.forking = False  # a fork is between its check and its forced step
         self.measuring: set[asyncio.Future] = set()  # measurements (and their progress sends) under way
+        self.digest = RunDigest()  # what the page records, so its save can be told apart from a forged one
 
     async def send(self, message: dict) -> None:
         """Every message of this run goes out here, cut under the send cap, each frame counted (with its
         encoded size) for the outbound window."""
+        self.digest.saw(message)
         async with self.sending:
             for frame in split_message(message, settings.EXPLAINER_MAX_SEND_BYTES):
                 self.window.count_sent(await self.deliver(frame) or 0)

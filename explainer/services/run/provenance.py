@@ -1,0 +1,92 @@
+"""Which recordings this server produced (docs/protocol.md, "Recorded runs").
+
+While a live run sends its payloads, `RunDigest` hashes the ones the page records (static/js/save-run.js
+keeps session, prefill, step, done and check, in order, a new session starting over). From the run's `done`
+on, every digest it reaches is remembered in the shared cache for KEPT_S. A recording posted later whose
+payloads hash to a remembered digest was produced here: it is stored with an HMAC of that digest under
+settings.SECRET_KEY. Anything else (a changed figure, a forged model name) hashes to a digest the server
+never sent, so it is stored unsigned: "posted through the API, not verified".
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+
+from django.core.cache import cache
+from django.utils.crypto import constant_time_compare, salted_hmac
+
+log = logging.getLogger(__name__)
+RECORDED = ("session", "prefill", "step", "done", "check")  # what the page keeps of a run (save-run.js)
+KEPT_S = 24 * 3600  # how long after a run it can be saved as "recorded on this server"
+SALT = "hit-enter.recorded-run"
+
+
+def _plain(value):
+    """JSON as a browser re-encodes it: 2.0 reads back as 2, so integral floats become ints."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
+    return value
+
+
+def canonical(payload: dict) -> bytes:
+    """One payload's bytes for the digest: sorted keys, no spaces, ASCII, integral floats as ints."""
+    return json.dumps(_plain(payload), sort_keys=True, separators=(",", ":"), allow_nan=False).encode() + b"\n"
+
+
+def digest(payloads: list[dict]) -> str:
+    """SHA-256 over the payloads' canonical bytes, in order."""
+    h = hashlib.sha256()
+    for payload in payloads:
+        h.update(canonical(payload))
+    return h.hexdigest()
+
+
+def signature(payloads_digest: str) -> str:
+    """HMAC-SHA256 of a digest under SECRET_KEY: stored with a recording this server produced."""
+    return salted_hmac(SALT, payloads_digest, algorithm="sha256").hexdigest()
+
+
+def _key(payloads_digest: str) -> str:
+    return f"recorded-run:{payloads_digest}"
+
+
+def produced_here(payloads: list[dict]) -> str:
+    """The signature to store when this server sent exactly these payloads in a run, else ""."""
+    found = digest(payloads)
+    return signature(found) if cache.get(_key(found)) else ""
+
+
+def verified(payloads: list[dict], stored_signature: str) -> bool:
+    """The stored signature matches the stored payloads (a row changed in the database no longer does)."""
+    return bool(stored_signature) and constant_time_compare(signature(digest(payloads)), stored_signature)
+
+
+class RunDigest:
+    """The running digest of one socket's recorded payloads (VisitorRun.send calls saw() for each message)."""
+
+    def __init__(self):
+        self.hash = None
+        self.done = False
+
+    def saw(self, message: dict) -> None:
+        kind = message.get("type")
+        if kind not in RECORDED or (kind != "session" and self.hash is None):
+            return
+        if kind == "session":
+            self.hash, self.done = hashlib.sha256(), False
+        try:
+            self.hash.update(canonical(message))
+        except ValueError:  # not strict JSON: the send path refuses it, the page never records it
+            self.hash = None
+            return
+        self.done = self.done or kind == "done"
+        if self.done:  # the page may save from here on (the checks follow the done)
+            try:
+                cache.set(_key(self.hash.hexdigest()), True, KEPT_S)
+            except Exception:  # the cache down: the run goes on, its recording will read "not verified"
+                log.warning("could not remember a run's digest", exc_info=True)
