@@ -11,6 +11,10 @@
   EXPLAINER_MAX_QUEUED_BYTES unsent is closed with 4009 (limits.QUEUED_CLOSE_CODE) and dropped a second
   later (autobahn's close handshake timeout) if the client does not read up to the close frame; the
   freed buffers are then handed back to the operating system (malloc_trim).
+- Slow clients: Twisted waits for request headers as long as a byte arrives each minute, and nothing caps the
+  connections one address holds before their headers are in. Headers must be complete within
+  EXPLAINER_HEADER_TIMEOUT_S (408, closed), and one address may hold EXPLAINER_HALF_OPEN_PER_ADDRESS such
+  connections (a new one past that gets 503): explainer/slow_clients.py.
 """
 import ctypes
 import ctypes.util
@@ -25,7 +29,9 @@ def patch_daphne() -> None:
     """Apply every fix once (idempotent)."""
     try:
         from daphne.server import Server
+        from daphne.http_protocol import HTTPFactory
         from daphne.ws_protocol import WebSocketFactory, WebSocketProtocol
+        from twisted.web.http import HTTPChannel
     except ImportError:
         return
     if getattr(Server.kill_all_applications, "patched_by_hit_enter", False):
@@ -33,6 +39,7 @@ def patch_daphne() -> None:
     _patch_shutdown(Server, WebSocketProtocol)
     _patch_fail_with_close_frame(WebSocketFactory)
     _patch_queued_bytes_limit(WebSocketProtocol)
+    _patch_header_deadline(HTTPFactory, HTTPChannel)
 
 
 patch_daphne_shutdown = patch_daphne  # the name explainer/asgi.py imports
@@ -119,3 +126,98 @@ def release_freed_memory() -> None:
         ctypes.CDLL(name).malloc_trim(0)
     except (OSError, AttributeError, TypeError):  # not glibc: nothing to trim
         pass
+
+
+def _refusal():
+    """What a connection past the half-open cap gets instead of Daphne's protocol: 503, then closed."""
+    from twisted.internet.protocol import Protocol
+
+    from explainer.slow_clients import TOO_MANY_HALF_OPEN
+
+    class Refusal(Protocol):
+        def connectionMade(self):
+            self.transport.write(TOO_MANY_HALF_OPEN)
+            self.transport.loseConnection()  # what it sent before the close is not read
+
+    return Refusal()
+
+
+def _patch_header_deadline(HTTPFactory, HTTPChannel) -> None:
+    """Daphne's factory gives each connection a HeaderDeadline; HTTPChannel drives it (explainer/slow_clients.py)."""
+    original_build = HTTPFactory.buildProtocol
+
+    def buildProtocol(self, addr):
+        count = _half_open_count(self)
+        host = getattr(addr, "host", None)  # None for a UNIX socket: never capped
+        if not count.admits(host):
+            log.info("refusing a connection from %s: %d connections without complete headers", host, count.open[host])
+            return _refusal()
+        protocol = original_build(self, addr)
+        channel = getattr(protocol, "_channel", protocol)  # Twisted's generic HTTP/1.1-or-2 proxy
+        if isinstance(channel, HTTPChannel):
+            channel.header_deadline = _deadline_for(channel, count, host)
+        return protocol
+
+    HTTPFactory.buildProtocol = buildProtocol
+    _hook_channel(HTTPChannel)
+
+
+def _half_open_count(factory):
+    """One count per Daphne HTTP factory (one per process), made on its first connection, when settings are read."""
+    from django.conf import settings
+
+    from explainer.slow_clients import HalfOpenCount
+
+    if getattr(factory, "half_open", None) is None:
+        factory.half_open = HalfOpenCount(settings.EXPLAINER_HALF_OPEN_PER_ADDRESS, settings.EXPLAINER_TRUSTED_PROXIES)
+    return factory.half_open
+
+
+def _deadline_for(channel, count, host):
+    from django.conf import settings
+
+    from explainer.slow_clients import REQUEST_TIMEOUT, HeaderDeadline
+
+    def expire():
+        if channel.transport is not None:
+            channel.transport.write(REQUEST_TIMEOUT)
+            channel.timeoutConnection()  # close now; abort after Twisted's abortTimeout if the client does not read
+
+    return HeaderDeadline(count, host, settings.EXPLAINER_HEADER_TIMEOUT_S, channel.callLater, expire)
+
+
+def _hook_channel(HTTPChannel) -> None:
+    """Start the deadline when headers are due, stop it when they are in or the connection is gone."""
+    made, received, headers, done, lost = (HTTPChannel.connectionMade, HTTPChannel.dataReceived,
+                                           HTTPChannel.allHeadersReceived, HTTPChannel.requestDone,
+                                           HTTPChannel.connectionLost)
+
+    def connectionMade(self):
+        made(self)
+        if getattr(self, "header_deadline", None):
+            self.header_deadline.waiting()
+
+    def dataReceived(self, data):
+        if getattr(self, "header_deadline", None):
+            self.header_deadline.data()  # before parsing: the headers may complete within these bytes
+        received(self, data)
+
+    def allHeadersReceived(self):
+        if getattr(self, "header_deadline", None):
+            self.header_deadline.done()
+        headers(self)
+
+    def requestDone(self, request):
+        # Armed before Twisted parses a pipelined request it buffered, whose headers then stop it again.
+        if getattr(self, "header_deadline", None) and self.persistent and self.transport is not None:
+            self.header_deadline.waiting(idle=True)
+        done(self, request)
+
+    def connectionLost(self, reason):
+        if getattr(self, "header_deadline", None):
+            self.header_deadline.done()
+        lost(self, reason)
+
+    HTTPChannel.connectionMade, HTTPChannel.dataReceived = connectionMade, dataReceived
+    HTTPChannel.allHeadersReceived, HTTPChannel.requestDone, HTTPChannel.connectionLost = (
+        allHeadersReceived, requestDone, connectionLost)

@@ -168,6 +168,12 @@ EXPLAINER_RATE_PER_S = float(os.environ.get("EXPLAINER_RATE_PER_S", "20"))
 EXPLAINER_RATE_BURST = float(os.environ.get("EXPLAINER_RATE_BURST", "40"))
 EXPLAINER_MAX_CONNECTIONS_PER_IP = int(os.environ.get("EXPLAINER_MAX_CONNECTIONS_PER_IP", "16"))
 EXPLAINER_TRUSTED_PROXIES = [p.strip() for p in os.environ.get("EXPLAINER_TRUSTED_PROXIES", "").split(",") if p.strip()]
+# Slow HTTP clients (explainer/slow_clients.py, docs/deploy.md): a connection whose request headers are not
+# complete this many seconds after it opened (or after its last response, kept alive) is answered 408 and
+# closed (0 = no deadline); one address may hold this many connections whose headers are not in yet, a new
+# one past that is answered 503 (0 = no cap; EXPLAINER_TRUSTED_PROXIES are never capped).
+EXPLAINER_HEADER_TIMEOUT_S = float(os.environ.get("EXPLAINER_HEADER_TIMEOUT_S", "10"))
+EXPLAINER_HALF_OPEN_PER_ADDRESS = int(os.environ.get("EXPLAINER_HALF_OPEN_PER_ADDRESS", "64"))
 EXPLAINER_OUTBOUND_WINDOW = int(os.environ.get("EXPLAINER_OUTBOUND_WINDOW", "32"))
 # A client that never acks may fall this many messages behind in all (runs included) before its run waits.
 EXPLAINER_UNACKED_MAX = int(os.environ.get("EXPLAINER_UNACKED_MAX", "1024"))

@@ -170,6 +170,11 @@ export class SessionClient extends EventTarget {
  * Reassembles messages the server split under its send cap (docs/protocol.md, "Messages larger than the
  * send cap"): a head with `parts: n` and then n `part` messages whose pieces append to the head's emptied
  * strings and lists. take(msg) returns the whole message, or null while parts are still due.
+ *
+ * A recording is data from anyone, and embed.js replays it on other sites' pages: a piece's path may only
+ * name the head's own keys, down to a string or list it appends to. A path through `__proto__` once turned
+ * Object.prototype.toString into a string for the whole page (issue 22, N7). A part with any other path
+ * refuses its message: take() returns a `bad_part_path` error in its place and nothing of it is applied.
  */
 export class PartAssembler {
   #head = null;
@@ -184,18 +189,53 @@ export class PartAssembler {
     }
     const head = this.#head;
     if (!head || msg.of !== head.type) return null;
-    for (const piece of msg.pieces || []) {
-      const path = piece.path || [];
-      let target = head;
-      for (const key of path.slice(0, -1)) target = target?.[key];
-      const last = path[path.length - 1];
-      if (!target || !(last in target)) continue;
-      if (typeof piece.text === "string") target[last] += piece.text;
-      else if (Array.isArray(piece.items)) target[last].push(...piece.items);
+    const pieces = Array.isArray(msg.pieces) ? msg.pieces : [];
+    const bad = pieces.find((piece) => !pieceTarget(head, piece));
+    if (bad) return this.#refuse(head, bad);
+    for (const piece of pieces) {
+      const { parent, key } = pieceTarget(head, piece);
+      if (typeof piece.text === "string") parent[key] += piece.text;
+      else parent[key].push(...piece.items);
     }
     if (msg.index < head.parts) return null;
     this.#head = null;
     delete head.parts;
     return head;
   }
+
+  #refuse(head, piece) {
+    this.#head = null;  // its other parts find no head and are dropped
+    const path = JSON.stringify(piece?.path ?? null).slice(0, 80);
+    const message = `a ${String(head.type).slice(0, 20)} message was refused: a part's path ${path} is not one of its own strings or lists`;
+    console.error(`hit-enter: bad_part_path: ${message}`);
+    return { type: "error", code: "bad_part_path", field: "pieces", message };
+  }
+}
+
+/** Keys a path may never name, even where an object has them as its own: they reach prototypes. */
+const PROTOTYPE_KEYS = new Set(["__proto__", "constructor", "prototype"]);
+
+/**
+ * Where a piece appends: {parent, key} when its path descends through plain objects by their own keys to a
+ * string (a `text` piece) or a list (an `items` piece); else null.
+ */
+function pieceTarget(head, piece) {
+  const path = piece?.path;
+  if (!Array.isArray(path) || path.length === 0) return null;
+  let parent = head;
+  for (let i = 0; i < path.length; i++) {
+    const key = path[i];
+    if (typeof key !== "string" || PROTOTYPE_KEYS.has(key)) return null;
+    if (!isPlainObject(parent) || !Object.hasOwn(parent, key)) return null;
+    if (i === path.length - 1) break;
+    parent = parent[key];
+  }
+  const key = path[path.length - 1];
+  const value = parent[key];
+  if (typeof piece.text === "string") return typeof value === "string" ? { parent, key } : null;
+  return Array.isArray(piece.items) && Array.isArray(value) ? { parent, key } : null;
+}
+
+function isPlainObject(value) {
+  return value !== null && typeof value === "object" && !Array.isArray(value);
 }

@@ -14,7 +14,11 @@ MESSAGES = [{"role": "user", "content": "What does mole mean?"}]
 def record(site_url: str) -> tuple[str, list[dict]]:
     """Run the bundled model here as a live run would, then POST the payloads like a browser (CSRF cookie + header)."""
     recording = record_examples.record(record_examples.load_bundled(), MESSAGES, {"max_new_tokens": 8, "seed": 3})
-    payloads = recording["payloads"]
+    return save(site_url, recording["payloads"]), recording["payloads"]
+
+
+def save(site_url: str, payloads: list[dict]) -> str:
+    """POST these payloads as the bundled model's run of MESSAGES; the recording's page URL."""
     jar = CookieJar()
     opener = urllib.request.build_opener(urllib.request.HTTPCookieProcessor(jar))
     opener.open(site_url + "/")
@@ -24,7 +28,7 @@ def record(site_url: str) -> tuple[str, list[dict]]:
     request = urllib.request.Request(site_url + "/api/runs", data=body, method="POST", headers={
         "Content-Type": "application/json", "X-CSRFToken": token, "Referer": site_url + "/"})
     with opener.open(request) as response:
-        return json.loads(response.read())["url"], payloads
+        return json.loads(response.read())["url"]
 
 
 def shows(page, selector: str, name: str, expected) -> None:

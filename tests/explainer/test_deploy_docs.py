@@ -128,3 +128,11 @@ def test_an_impossible_device_is_one_line(tmp_path):
     assert result.returncode != 0
     lines = [line for line in (result.stdout + result.stderr).splitlines() if line.strip()]
     assert len(lines) == 1 and lines[0].startswith(f"EXPLAINER_DEVICE={device}: this machine has"), lines
+
+
+def test_the_systemd_units_raise_the_descriptor_limit():
+    """systemd's default of 1,024 descriptors is what slow clients filled (issue 22, N5; docs/deploy.md)."""
+    for unit in ("hit-enter-daphne@.service", "hit-enter-worker@.service"):
+        text = (ROOT / "docs" / "deploy" / unit).read_text()
+        limit = re.search(r"^LimitNOFILE=(\d+)$", text.split("[Service]", 1)[1], re.M)
+        assert limit and int(limit.group(1)) >= 65536, unit
