@@ -86,3 +86,21 @@ def check_recorded_payload(payload: dict) -> None:
     _check_nested(payload, SCHEMA[payload["type"]], payload["type"])
     if payload["type"] == "session":
         check_model_description(payload["model"], "session.model")
+    if payload["type"] == "part":
+        check_part_paths(payload["pieces"])
+
+
+UNSAFE_KEYS = {"__proto__", "constructor", "prototype"}  # a page joining parts must never walk into these
+
+
+def check_part_paths(pieces: list) -> None:
+    """Each piece's path is a non-empty list of plain keys (strings, none of UNSAFE_KEYS) and it carries text
+    or items: a recording is data, and the client refuses anything else (static/js/client.js PartAssembler)."""
+    for n, piece in enumerate(pieces):
+        path = piece.get("path")
+        if not isinstance(path, list) or not path or not all(isinstance(k, str) for k in path):
+            raise SchemaError(f"part.pieces[{n}].path: expected a non-empty list of strings")
+        if UNSAFE_KEYS & set(path):
+            raise SchemaError(f"part.pieces[{n}].path: {sorted(UNSAFE_KEYS & set(path))[0]!r} is not a data key")
+        if not isinstance(piece.get("text"), str) and not isinstance(piece.get("items"), list):
+            raise SchemaError(f"part.pieces[{n}]: expected text (a string) or items (a list)")
