@@ -77,7 +77,7 @@ def retemper(session, step: int, temperature=None, top_k=None, top_p=None, min_p
     changes = {k: v for k, v in dict(temperature=temperature, top_k=top_k, top_p=top_p, min_p=min_p).items() if v is not None}
     params = SamplingParams.from_dict({**session.params.to_dict(), **changes})
     prefix = torch.tensor([session.ids[: session.prompt_length + step - 1]])
-    draw = sample_token(prefix, logits, params, session.prompt_length, step)
+    draw = sample_token(prefix, logits, params, session.prompt_length, step, eos_ids=session.eos_ids)
     applied = {k: getattr(params, k) for k in ("temperature", "top_k", "top_p", "min_p")}
     texts = texts_of(session.tokenizer, [draw.token_id], draw.probs_top)
     return retemper_payload(RetemperRecord(step=step, params=applied, draw=draw, texts=texts))
