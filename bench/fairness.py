@@ -25,21 +25,42 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from load import percentile, start_server, stop_server  # noqa: E402
 
 ATTACKERS = ("127.0.0.2", "127.0.0.3", "127.0.0.4", "127.0.0.5")
-# About 355 SmolLM2 tokens with the chat template, as in the issue (the cap is 384).
-LONG = "The quick brown fox jumps over the lazy dog near the river bank while children play. " * 18
+SENTENCE = "The quick brown fox jumps over the lazy dog near the river bank while children play. "
+LONG = SENTENCE * 19  # about 355 SmolLM2 tokens with the chat template, as in the issue (the cap is 384)
 VICTIM = "Why is the sky blue?"
 TARGETS = {"itl_p95_ratio": 3.0, "reply_time_ratio": 2.0}
 
 
-async def connect(url: str, address: str):
+class Socket:
+    """A visitor's socket that acks what it reads, as the page does (a run whose reader never acks is held)."""
+
+    def __init__(self, ws):
+        self.ws, self.received = ws, 0
+
+    async def send(self, message: dict) -> None:
+        await self.ws.send(json.dumps(message))
+
+    async def recv(self) -> dict:
+        message = json.loads(await self.ws.recv())
+        self.received += 1
+        if self.received % 8 == 0:
+            await self.send({"type": "ack", "received": self.received})
+        return message
+
+    async def close(self) -> None:
+        await self.ws.close()
+
+
+async def connect(url: str, address: str) -> Socket:
     ws = await websockets.connect(url.replace("http", "ws") + "/ws/session/", origin=url, max_size=2**24,
                                   local_addr=(address, 0), proxy=None)
-    await ws.recv()  # ready
-    return ws
+    socket = Socket(ws)
+    await socket.recv()  # ready
+    return socket
 
 
-async def until(ws, kinds: set[str]) -> dict:
-    while (message := json.loads(await ws.recv()))["type"] not in kinds:
+async def until(ws: Socket, kinds: set[str]) -> dict:
+    while (message := await ws.recv())["type"] not in kinds:
         pass
     return message
 
@@ -48,11 +69,10 @@ async def victim_reply(url: str, tokens: int) -> dict:
     """The victim's greedy reply: gaps between its steps and the reply's time from `start` to `done`."""
     ws = await connect(url, "127.0.0.1")
     try:
-        await ws.send(json.dumps({"type": "ack", "received": 10**9}))  # the bench reads everything at once
-        await ws.send(json.dumps({"type": "start", "messages": [{"role": "user", "content": VICTIM}],
-                                  "params": {"temperature": 0, "max_new_tokens": tokens, "min_new_tokens": tokens}}))
+        await ws.send({"type": "start", "messages": [{"role": "user", "content": VICTIM}],
+                       "params": {"temperature": 0, "max_new_tokens": tokens, "min_new_tokens": tokens}})
         sent, arrivals = time.perf_counter(), []
-        while (kind := (message := json.loads(await ws.recv()))["type"]) != "done":
+        while (kind := (message := await ws.recv())["type"]) != "done":
             if kind == "step":
                 arrivals.append(time.perf_counter())
             elif kind in ("error", "busy"):
@@ -67,14 +87,14 @@ async def victim_reply(url: str, tokens: int) -> dict:
 async def forker(url: str, address: str, stop: asyncio.Event, counts: dict) -> None:
     """N2: fork step 1 as soon as each fork returns."""
     ws = await connect(url, address)
-    await ws.send(json.dumps({"type": "ack", "received": 10**9}))
-    await ws.send(json.dumps({"type": "start", "messages": [{"role": "user", "content": LONG}], "paused": True,
-                              "params": {"max_new_tokens": 8}}))
-    await until(ws, {"status"})  # paused after the prefill
-    await ws.send(json.dumps({"type": "step"}))
+    await ws.send({"type": "start", "messages": [{"role": "user", "content": LONG}], "paused": True,
+                   "params": {"max_new_tokens": 8}})
+    if (reply := await until(ws, {"check", "error", "busy"}))["type"] != "check":  # the prefill and check are out
+        raise SystemExit(f"the attack's prompt was refused: {reply}")
+    await ws.send({"type": "step"})
     step = await until(ws, {"step"})
     while not stop.is_set():
-        await ws.send(json.dumps({"type": "fork", "step": 1, "token_id": step["token"]["id"]}))
+        await ws.send({"type": "fork", "step": 1, "token_id": step["token"]["id"]})
         reply = await until(ws, {"step", "error", "busy"})
         counts["forks" if reply["type"] == "step" else "refused"] += 1
     await ws.close()
@@ -83,13 +103,18 @@ async def forker(url: str, address: str, stop: asyncio.Event, counts: dict) -> N
 async def restarter(url: str, address: str, stop: asyncio.Event, counts: dict) -> None:
     """N2b: restart the long prompt every 0.5 s."""
     ws = await connect(url, address)
-    await ws.send(json.dumps({"type": "ack", "received": 10**9}))
+    reader = asyncio.create_task(read_forever(ws))
     while not stop.is_set():
-        await ws.send(json.dumps({"type": "start", "messages": [{"role": "user", "content": LONG}],
-                                  "params": {"max_new_tokens": 8}}))
+        await ws.send({"type": "start", "messages": [{"role": "user", "content": LONG}], "params": {"max_new_tokens": 8}})
         counts["restarts"] += 1
         await asyncio.sleep(0.5)
+    reader.cancel()
     await ws.close()
+
+
+async def read_forever(ws: Socket) -> None:
+    while True:
+        await ws.recv()
 
 
 async def drain(ws_tasks: list[asyncio.Task]) -> None:
@@ -111,6 +136,8 @@ async def under_attack(url: str, tokens: int, warm_s: float) -> tuple[dict, dict
 
 
 async def main(args) -> dict:
+    global LONG
+    LONG = SENTENCE * args.sentences
     with tempfile.TemporaryDirectory() as workdir:
         proc, url = start_server(args, 16, Path(workdir))
         try:
@@ -131,6 +158,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--model", default="smollm2-135m-instruct")
     p.add_argument("--tokens", type=int, default=48, help="the victim's reply length (greedy, never shorter)")
     p.add_argument("--warm-s", type=float, default=3.0, help="seconds of attack before the victim starts")
+    p.add_argument("--sentences", type=int, default=19, help="the attack's prompt: this many sentences (19: about 355 "
+                   "SmolLM2 tokens; 15 for bundled's tokenizer)")
     p.add_argument("--server-timeout", type=float, default=240)
     return p
 

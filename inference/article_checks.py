@@ -43,11 +43,12 @@ def prefill_pass(loaded, ids: list[int]) -> torch.Tensor:
 
 class ResidualPass:
     """prefill_pass in chunks on one cache, one chunk per call (feed()), so a long prompt's check never holds the
-    device for a whole pass: other visitors' steps run between the chunks. The original prompt and its twin go
-    through the same chunks, so their positions before the change still see exactly the same computation."""
+    device for a whole pass: other visitors' steps run between the chunks. The twin goes through the chunks the
+    run's own prefill went through (`sizes`), so its positions before the change see exactly that computation."""
 
-    def __init__(self, loaded, ids: list[int], chunk: int):
-        self.loaded, self.ids, self.chunk = loaded, ids, max(1, chunk)
+    def __init__(self, loaded, ids: list[int], sizes: list[int]):
+        assert sum(sizes) == len(ids), "the chunks must cover the prompt"
+        self.loaded, self.ids, self.sizes = loaded, ids, list(sizes)
         self.fed, self.cache, self.parts = 0, None, []
 
     @torch.no_grad()
@@ -55,7 +56,7 @@ class ResidualPass:
         """Run the next chunk; True while more are left."""
         from .capture import residual_stream
         model = self.loaded.model
-        ids = self.ids[self.fed:self.fed + self.chunk]
+        ids = self.ids[self.fed:self.fed + self.sizes[len(self.parts)]]
         with residual_stream(model, self.loaded.adapter) as residuals:
             out = model(input_ids=torch.tensor([ids], device=model.device), cache=self.cache,
                         use_cache=True, output_attentions=True, logits_to_keep=1)

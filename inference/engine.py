@@ -69,7 +69,7 @@ class GenerationSession:
         self.parts: list[ForwardRow] = []  # the prompt's chunks fed so far (prefill_part)
         self.prefill_hidden: torch.Tensor | None = None  # until the causal-mask check takes it
         self.causal_twin: torch.Tensor | None = None  # the changed prompt's residuals, from the same batched pass
-        self.prefill_chunked: int | None = None  # the chunk size when the prompt went in chunks (prefill_part)
+        self.prefill_chunked: list[int] | None = None  # the chunks' sizes when the prompt went in chunks (prefill_part)
         self.fed = 0  # prompt positions in the cache
         self.held_at: float | None = None  # paused since (hold/unhold): left out of the timing figures
         self.kept.clear()
@@ -110,11 +110,11 @@ class GenerationSession:
         while self.prefill_part():
             pass
         row = self._forward(self.ids[self.fed:])
+        # The causal-mask check feeds the changed prompt through the same pass or chunks and compares (float32)
+        self.prefill_chunked = [p.hidden.shape[1] for p in self.parts] + [row.hidden.shape[1]] if self.parts else None
         if self.parts:
             row = joined_parts(self.parts + [row], len(self.ids))
-        # The causal-mask check feeds the changed prompt through the same pass or chunks and compares (float32)
         self.prefill_hidden = row.hidden if self.adapter.has_cache else None
-        self.prefill_chunked = self.prefill_chunk if self.parts else None
         self.parts, self.fed = [], len(self.ids)
         with one_thread():
             return self._captured_prefill(row)
@@ -143,10 +143,12 @@ class GenerationSession:
         self.pending = row.last_position("prefill")
         return payload
 
-    def prefill_part(self) -> bool:
-        """Feed the prompt's next chunk into the cache; False once only the last chunk is left (prefill()
-        runs it). A long prompt fed in parts lets other visitors' decode ticks run between the parts."""
-        chunk, left = self.prefill_chunk, len(self.ids) - self.fed
+    def prefill_part(self, tokens: int | None = None) -> bool:
+        """Feed the prompt's next chunk (`tokens`, at most the session's prefill_chunk) into the cache; False,
+        feeding nothing, once only the last chunk is left (prefill() runs it). A long prompt fed in parts lets
+        other visitors' decode ticks run between the parts."""
+        chunk = min(tokens or self.prefill_chunk or 0, self.prefill_chunk or 0)
+        left = len(self.ids) - self.fed
         if not chunk or self.pending is not None or not self.adapter.has_cache or left <= chunk:
             return False
         self.started = self.started or time.perf_counter()
@@ -155,7 +157,7 @@ class GenerationSession:
         if not plain_cache(self.cache):  # sliding-window or recurrent layers: the prompt in one pass instead
             self.cache, self.parts, self.fed, self.prefill_chunk = None, [], 0, None
             return False
-        return len(self.ids) - self.fed > chunk
+        return True
 
     def step(self, forced_token: int | None = None, forward: ForwardRow | None = None) -> dict:
         """One decode step: forward the last token (except step 1), sample, append, detokenize.

@@ -118,7 +118,7 @@ def test_a_prompt_prefilled_in_chunks_gives_the_same_prefill_and_steps_as_one_pa
     while chunked.prefill_part():
         parts += 1
         assert chunked.cache.get_seq_length() == 8 * parts and chunked.pending is None
-    assert parts == 3 and chunked.fed == 32  # the 4th call feeds a chunk and leaves 6: prefill() runs the last
+    assert parts == 4 and chunked.fed == 32  # a 5th call feeds nothing (6 are left): prefill() runs the last
     mine, alone = chunked.prefill(), whole.prefill()
     assert mine["attention"]["mode"] == alone["attention"]["mode"]
     close(mine, alone, "prefill")

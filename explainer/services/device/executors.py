@@ -2,10 +2,11 @@
 work before background work (measurements), and background work in slices: between two of its forward
 passes it runs every visitor call that is waiting (slices()).
 
-Among visitors' calls, the decode tick (every decoding visitor's next step, inference/scheduler.py) goes first,
-and after one other call it is waited for briefly when it is due, so at most one other call runs between two
-ticks. The other calls (prefill chunks, forks, checks) carry their client address as `owner`: the address
-that used the least device time recently (decayed) goes next, so one address's flood waits behind the others.
+Among visitors' calls, the decode tick (every decoding visitor's next step, inference/scheduler.py) goes first.
+While ticks are due, the other calls (prefill chunks, forks, checks) get at most OTHER_SHARE of the device's
+recent time and each is cut to about one tick's time (chunk_tokens), so a decoding visitor waits at most about
+one tick for them. They carry their client address as `owner`: the address that used the least device time
+recently (decayed) goes next, so one address's flood waits behind the others.
 """
 import asyncio
 import contextlib
@@ -25,8 +26,11 @@ from inference.scheduler import StepScheduler
 STEP, BACKGROUND = 0, 1  # priorities: lower runs first; equal ones in the order they came
 QUIET_S = 0.05  # background work starts only once visitors' work has paused this long (not in a gap between ticks)
 TICK = "tick"  # the owner of decode ticks: every decoding visitor's step in one call
-TICK_GRACE_S = 0.03  # after another call, a due tick (its sessions are sending) is waited for this long
+JOINING = "joining"  # the owner of the scheduler's batched prefills: the ticker waits on them, so they never wait for a tick
 USAGE_HALF_LIFE_S = 10.0  # an address's recent device time halves in this long
+PACE_HALF_LIFE_S = 2.0  # the recent tick and other time that OTHER_SHARE compares
+OTHER_SHARE = 0.5  # while ticks are due, other calls take at most this much of the time ticks take
+MIN_CHUNK_TOKENS = 8
 
 _lock = threading.Lock()
 _executors: dict[str, "DeviceExecutor"] = {}
@@ -39,9 +43,9 @@ class DeviceExecutor(Executor):
         self._cv = threading.Condition()
         self._queue: list[tuple[int, int, Future, object, object]] = []  # (priority, order, future, fn, owner)
         self.usage = DecayedUsage(USAGE_HALF_LIFE_S)  # owner -> recent device seconds
+        self.pace = DecayedUsage(PACE_HALF_LIFE_S)  # TICK and "other" -> recent device seconds
+        self.tick_s = self.token_s = None  # one tick's and one prefill token's recent time (decayed means)
         self.tick_due = lambda: False  # set by the device's scheduler: a tick's sessions will ask again soon
-        self._last_owner: object = None  # who ran last (a tick or another call)
-        self._last_ended = 0.0
         self._order = itertools.count()
         self._step_ended = 0.0  # when the last visitor (STEP) call finished
         self._slicing = False  # background work is running visitor calls between its forward passes
@@ -52,14 +56,21 @@ class DeviceExecutor(Executor):
     def submit(self, fn, /, *args, **kwargs) -> Future:
         return self.submit_at(STEP, partial(fn, *args, **kwargs))
 
-    def submit_at(self, priority: int, fn, owner=None) -> Future:
-        """Queue fn() at a priority for `owner` (a client address, TICK, or None); its Future resolves with what
-        it returns or raises."""
+    def submit_at(self, priority: int, fn, owner=None, tokens: int = 0) -> Future:
+        """Queue fn() at a priority for `owner` (a client address, TICK, or None); `tokens`: the prompt tokens it
+        feeds (a prefill chunk: its time per token paces the next chunks). Its Future resolves with what it
+        returns or raises."""
         future = Future()
         with self._cv:
-            heapq.heappush(self._queue, (priority, next(self._order), future, fn, owner))
+            heapq.heappush(self._queue, (priority, next(self._order), future, fn, (owner, tokens)))
             self._cv.notify()
         return future
+
+    def chunk_tokens(self, most: int) -> int:
+        """Prompt tokens for the next prefill chunk: `most`, or about one tick's time while ticks are due."""
+        if not self.tick_due() or not self.tick_s or not self.token_s:
+            return most
+        return max(MIN_CHUNK_TOKENS, min(most, int(self.tick_s / self.token_s)))
 
     def waiting(self, priority: int | None = None) -> int:
         """Calls queued (not the one running), at one priority or all."""
@@ -72,43 +83,45 @@ class DeviceExecutor(Executor):
                 now = time.monotonic()
                 wait = None
                 if self._queue and self._queue[0][0] == STEP:
-                    wait = self._tick_grace(now)
-                    if wait <= 0:
-                        return self._pop(self._fairest_step())
+                    index = self._fairest_step()
+                    if self._queue[index][4][0] in (TICK, JOINING) or not self._ticks_first():
+                        return self._pop(index)
+                    wait = 0.005  # the tick is due: look again when it comes (submit notifies) or soon
                 elif self._queue and now - self._step_ended >= QUIET_S:
                     return self._pop(0)
                 elif self._queue:
                     wait = QUIET_S - (now - self._step_ended)
                 self._cv.wait(wait)
 
-    def _tick_grace(self, now: float) -> float:
-        """Seconds to keep waiting for a due tick before another call (0: go on)."""
-        if any(item[4] == TICK for item in self._queue) or self._last_owner == TICK or not self.tick_due():
-            return 0.0
-        return TICK_GRACE_S - (now - self._last_ended)
+    def _ticks_first(self) -> bool:
+        """A tick is due and the other calls have had their share of the recent time: they wait for it."""
+        if not self.tick_due():
+            return False
+        pace = self.pace.now()
+        return pace.get("other", 0.0) > OTHER_SHARE * pace.get(TICK, 0.0)
 
     def _fairest_step(self) -> int:
         """Index of the next visitor call: a tick first, else the earliest call of the owner with least recent use."""
         steps = [(n, item) for n, item in enumerate(self._queue) if item[0] == STEP]
-        ticks = [(item[1], n) for n, item in steps if item[4] == TICK]
+        ticks = [(item[1], n) for n, item in steps if item[4][0] == TICK]
         if ticks:
             return min(ticks)[1]
         usage = self.usage.now()
-        return min((usage.get(item[4], 0.0), item[1], n) for n, item in steps)[2]
+        return min((usage.get(item[4][0], 0.0), item[1], n) for n, item in steps)[2]
 
     def _pop(self, index: int) -> tuple:
         item = self._queue[index]
         self._queue[index] = self._queue[-1]
         self._queue.pop()
         heapq.heapify(self._queue)
-        priority, _, future, fn, owner = item
-        return priority, future, fn, owner
+        priority, _, future, fn, meta = item
+        return priority, future, fn, meta
 
     def _work(self) -> None:
         while True:
             self._run(*self._next())
 
-    def _run(self, priority: int, future: Future, fn, owner=None) -> None:
+    def _run(self, priority: int, future: Future, fn, meta=(None, 0)) -> None:
         if not future.set_running_or_notify_cancel():
             return
         started = time.monotonic()
@@ -117,11 +130,21 @@ class DeviceExecutor(Executor):
         except BaseException as exc:  # handed to the awaiting coroutine, as ThreadPoolExecutor does
             future.set_exception(exc)
         ended = time.monotonic()
-        if owner not in (None, TICK):
-            self.usage.add(owner, ended - started)
         if priority == STEP:
-            self._step_ended = self._last_ended = ended
-            self._last_owner = owner
+            self._step_ended = ended
+            self._paced(meta, ended - started)
+
+    def _paced(self, meta: tuple, seconds: float) -> None:
+        """Count a visitor call's time: its owner's use, the ticks' or others' share, the pace of ticks and tokens."""
+        owner, tokens = meta
+        self.pace.add(TICK if owner == TICK else "other", seconds)
+        if owner == TICK:
+            self.tick_s = seconds if self.tick_s is None else 0.8 * self.tick_s + 0.2 * seconds
+        elif owner not in (None, JOINING):
+            self.usage.add(owner, seconds)
+        if tokens:
+            per_token = seconds / tokens
+            self.token_s = per_token if self.token_s is None else 0.8 * self.token_s + 0.2 * per_token
 
     def run_waiting_steps(self) -> int:
         """From background work on this executor's thread, between two of its forward passes: run every
@@ -135,8 +158,8 @@ class DeviceExecutor(Executor):
                     with self._cv:
                         if not self._queue or self._queue[0][0] != STEP:
                             return ran
-                        _, future, fn, owner = self._pop(self._fairest_step())
-                    self._run(STEP, future, fn, owner)
+                        _, future, fn, meta = self._pop(self._fairest_step())
+                    self._run(STEP, future, fn, meta)
                     ran += 1
                     self.between_slices += 1
         finally:
@@ -163,10 +186,11 @@ def executor_for(device: str) -> DeviceExecutor:
         return _executors[device]
 
 
-async def run_on(device: str, fn, *args, priority: int = STEP, owner=None):
+async def run_on(device: str, fn, *args, priority: int = STEP, owner=None, tokens: int = 0):
     """Run fn(*args) on the device's thread (after every waiting call of a lower priority number); `owner`: the
-    client address it is for (shares device time fairly between addresses), or TICK."""
-    return await asyncio.wrap_future(executor_for(device).submit_at(priority, partial(fn, *args), owner))
+    client address it is for (shares device time fairly between addresses), or TICK; `tokens`: prompt tokens
+    it feeds (a prefill chunk)."""
+    return await asyncio.wrap_future(executor_for(device).submit_at(priority, partial(fn, *args), owner, tokens))
 
 
 _schedulers: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()  # event loop -> {device: StepScheduler}
@@ -178,7 +202,7 @@ def scheduler_for(device: str) -> StepScheduler:
     if device not in per_device:
         scheduler = StepScheduler(partial(run_on, device, owner=TICK), settings.EXPLAINER_MAX_BATCH,
                                   settings.EXPLAINER_BATCH_WAIT_MS / 1e3, settings.EXPLAINER_PREFILL_BATCH_TOKENS,
-                                  run_prefill=partial(run_on, device))
+                                  run_prefill=partial(run_on, device, owner=JOINING))
         executor_for(device).tick_due = scheduler.tick_due
         per_device[device] = scheduler
     return per_device[device]

@@ -30,9 +30,20 @@ async def causal_mask_on(device: str, session, owner=None) -> dict:
     try:
         call = next(calls)
         while True:
-            call = calls.send(await run_on(device, call, owner=owner))
+            tokens = call.tokens if isinstance(call, Chunk) else 0
+            call = calls.send(await run_on(device, call, owner=owner, tokens=tokens))
     except StopIteration as done:
         return done.value
+
+
+class Chunk:
+    """A device call that feeds `tokens` prompt tokens (its time paces the device's next chunks)."""
+
+    def __init__(self, fn, tokens: int):
+        self.fn, self.tokens = fn, tokens
+
+    def __call__(self):
+        return self.fn()
 
 
 def causal_calls(session):
@@ -43,16 +54,16 @@ def causal_calls(session):
     if change is None:
         return no_change()
     position, replacement = change
-    own, twin, chunk = session.prefill_hidden, session.causal_twin, session.prefill_chunked
+    own, twin, sizes = session.prefill_hidden, session.causal_twin, session.prefill_chunked
     session.prefill_hidden = session.causal_twin = None  # the run's own prefill (and its twin), then freed
     ids = session.prompt.ids
-    if own is not None and chunk:
-        feed = article_checks.ResidualPass(session.loaded, ids[:position] + [replacement] + ids[position + 1:], chunk)
-        while (yield feed.feed):
-            pass
+    if own is not None and sizes:
+        feed = article_checks.ResidualPass(session.loaded, ids[:position] + [replacement] + ids[position + 1:], sizes)
+        for size in sizes:
+            yield Chunk(feed.feed, size)
         twin = feed.result()
     result = yield partial(article_checks.causal_mask_check, session.loaded, ids, position, replacement, own, twin)
-    if twin is not None and not chunk and not result["earlier_unchanged"]:  # rows of one batch disagreed: lone passes decide
+    if twin is not None and not sizes and not result["earlier_unchanged"]:  # rows of one batch disagreed: lone passes decide
         result = yield partial(article_checks.causal_mask_check, session.loaded, ids, position, replacement)
     return causal_message(session, result)
 

@@ -14,7 +14,7 @@ from explainer.services.admission import limits
 from explainer.services.device import model_registry
 from explainer.services.workshop import policy
 from explainer.services.admission.capacity import generating
-from explainer.services.device.executors import run_on, scheduler_for
+from explainer.services.device.executors import executor_for, run_on, scheduler_for
 from explainer.services.run.on_demand import LOADING, READER_PAUSED, OnDemandAnswers
 from explainer.services.run.errors import ENGINE_ERRORS, OUT_OF_MEMORY, as_error, refusal, wrapped
 from explainer.services.run import paused
@@ -153,10 +153,15 @@ class VisitorRun(OnDemandAnswers):
         return await self._chunked(self.session.prefill)
 
     async def _chunked(self, last, *args):
-        """The prompt's chunks, one device call each (other visitors' ticks run between), then `last(*args)`."""
-        while await run_on(self.device, self.session.prefill_part, owner=self.address):
-            pass
-        return await run_on(self.device, last, *args, owner=self.address)
+        """The prompt's chunks, one device call each (other visitors' ticks run between; while they decode, each
+        chunk is about one tick's time), then `last(*args)`."""
+        executor, most = executor_for(self.device), settings.EXPLAINER_PREFILL_CHUNK
+        while True:
+            tokens = executor.chunk_tokens(most)
+            if not await run_on(self.device, self.session.prefill_part, tokens, owner=self.address, tokens=tokens):
+                break
+        left = len(self.session.ids) - self.session.fed
+        return await run_on(self.device, last, *args, owner=self.address, tokens=left if self.session.pending is None else 0)
 
     async def _drive(self) -> None:
         """Step while the state says so, and end with `done` and the after_run_checks."""
