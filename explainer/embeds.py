@@ -3,7 +3,6 @@ import json
 import re
 from urllib.parse import urlencode
 
-from django.conf import settings
 from django.contrib.staticfiles import finders
 from django.core.exceptions import BadRequest
 from django.http import Http404, HttpResponseBadRequest

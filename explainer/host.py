@@ -26,9 +26,7 @@ from django.views.decorators.http import require_http_methods
 from explainer.messages import error_payload
 from explainer.protocol import ReleasedOnExit, StrictJson, encode_frame, json_object, parse_frame, prompt_fields
 from explainer.services.workshop import room_stats
-from explainer.services.admission import limits
-from explainer.services.admission.lockout import LOCKOUT_S, MAX_FAILURES, MAX_LOCKOUT_S, Lockout  # noqa: F401
-from explainer.services.admission.lockout import locked_for as _locked_for  # noqa: F401 (tests read it here)
+from explainer.services.admission.lockout import Lockout
 from explainer.services.run import placement
 from explainer.services.workshop import policy, presence
 from explainer.services.run.visitor_run import refusal

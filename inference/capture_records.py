@@ -4,7 +4,6 @@ Everything here may look at the model and the tokenizer; the builders that turn 
 """
 from __future__ import annotations
 
-import time
 import weakref
 
 import torch

@@ -7,7 +7,7 @@ from django.db import connections
 from django.test import Client
 
 from explainer.asgi import application
-from explainer.host import MAX_FAILURES
+from explainer.services.admission.lockout import MAX_FAILURES
 from explainer.services.device import model_registry
 from explainer.services.admission.capacity import generating
 from tests.support import stories_spec, until

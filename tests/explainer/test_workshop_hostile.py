@@ -10,7 +10,7 @@ from channels.testing import WebsocketCommunicator
 from django.core.cache import cache
 from django.test import Client
 
-from explainer import host
+from explainer.services.admission import lockout
 from explainer.asgi import application
 from explainer.services.admission import limits
 from explainer.services.workshop.following import FOLLOW_BURST, Follower
@@ -182,23 +182,23 @@ def wrong(client, n, address="198.51.100.20"):
 
 @DB
 def test_a_guesser_elsewhere_never_locks_the_host_out():
-    wrong(Client(), host.MAX_FAILURES + 3)
+    wrong(Client(), lockout.MAX_FAILURES + 3)
     assert Client().post("/host/", {"password": PASSWORD}, REMOTE_ADDR="198.51.100.20").status_code == 429
     assert Client().post("/host/", {"password": PASSWORD}, REMOTE_ADDR="198.51.100.21").status_code == 302
 
 
 def test_the_backoff_doubles_past_the_limit_and_is_capped():
     now = __import__("time").time()
-    assert host._locked_for({"n": host.MAX_FAILURES - 1, "last": now}) == 0
-    assert host.LOCKOUT_S - 1 < host._locked_for({"n": host.MAX_FAILURES, "last": now}) <= host.LOCKOUT_S
-    assert 2 * host.LOCKOUT_S - 1 < host._locked_for({"n": host.MAX_FAILURES + 1, "last": now}) <= 2 * host.LOCKOUT_S
-    assert host._locked_for({"n": 50, "last": now}) <= host.MAX_LOCKOUT_S
+    assert lockout.locked_for({"n": lockout.MAX_FAILURES - 1, "last": now}) == 0
+    assert lockout.LOCKOUT_S - 1 < lockout.locked_for({"n": lockout.MAX_FAILURES, "last": now}) <= lockout.LOCKOUT_S
+    assert 2 * lockout.LOCKOUT_S - 1 < lockout.locked_for({"n": lockout.MAX_FAILURES + 1, "last": now}) <= 2 * lockout.LOCKOUT_S
+    assert lockout.locked_for({"n": 50, "last": now}) <= lockout.MAX_LOCKOUT_S
 
 
 @DB
 def test_the_consoles_link_logs_in_once_past_a_lockout():
     """The host behind the same NAT as the guesser: the link printed by `make workshop` still works, once."""
-    wrong(Client(), host.MAX_FAILURES)
+    wrong(Client(), lockout.MAX_FAILURES)
     browser = Client(REMOTE_ADDR="198.51.100.20")
     assert browser.post("/host/", {"password": PASSWORD}).status_code == 429
     assert browser.get("/host/?link=wrong-token").status_code == 403
@@ -213,7 +213,7 @@ def test_the_lockout_is_shared_by_every_process_through_redis(settings, tmp_path
     with redis_server() as url:
         before, settings.CACHES = settings.CACHES, {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache",
                                                              "LOCATION": url}}
-        wrong(Client(), host.MAX_FAILURES)
+        wrong(Client(), lockout.MAX_FAILURES)
         other = subprocess.run(
             [sys.executable, "-c", "import django; django.setup(); from django.core.management import call_command; "
              "call_command('migrate', verbosity=0); from django.test import Client; "
