@@ -13,10 +13,13 @@ function ensureStepBar() {
   return page.stepBar;
 }
 
-/** Where a finished run rests: the link's #step=, else the first generated token (not the end, often eos). */
-function restingStep() {
+/**
+ * Where a run rests: the link's #step=, else, for a recording opening, its first generated token (not the end,
+ * often eos), and for a live run ending, its last step: the one the learner was watching (issue 23).
+ */
+function restingStep(ended = false) {
   const n = state.steps.length;
-  return page.wantedStep != null ? Math.min(page.wantedStep, n) : Math.min(1, n);
+  return page.wantedStep != null ? Math.min(page.wantedStep, n) : ended ? n : Math.min(1, n);
 }
 
 /** Draw a whole recording; the step bar then picks the step every diagram shows. */
@@ -44,11 +47,11 @@ export function goLive() {
   page.examples?.live();
 }
 
-/** Keep the step bar with the run: follow while it streams, rest on the first token when it finishes. */
+/** Keep the step bar with the run: follow while it streams, stay on its last step when it finishes. */
 export function followRun(msg) {
   const { stepBar, forkAsked } = page;
   if (!stepBar || page.mode !== "live") return;
-  if (msg.type === "done" && !stepBar.moved) stepBar.place(restingStep());
+  if (msg.type === "done" && !stepBar.moved) stepBar.place(restingStep(true));
   else if (msg.type === "step" && forkAsked && msg.forced) {
     stepBar.seek(msg.step);
     page.banner = null;
