@@ -17,10 +17,12 @@ class HeBatch extends MeasuredElement {
   static idle = "Press the button: the server decodes your prompt (or the article's, before you run one) "
         + "alone and in batches of 2, 4 and 8 with other prompts, greedily, and compares.";
 
-  /** The live line: how many visitors' steps shared the forward pass of this visitor's latest step. */
+  /** The live line: how many visitors' steps shared the forward pass of the step the page shows. */
   render(rs) {
     super.render(rs);
-    const step = rs?.lastStep;
+    const n = this.step(rs?.steps?.length ?? 0);
+    const step = n ? rs.steps[n - 1] : null;
+    if (step?.batch_size) this.dataset.batchSize = String(step.batch_size); else delete this.dataset.batchSize;
     this.liveLine ??= el("p", { class: "he-live" });
     const joined = rs?.prefill?.batch_size;  // visitors whose prompts shared the prefill's forward pass
     const others = joined === 2 ? "1 other visitor's prompt" : `${joined - 1} other visitors' prompts`;

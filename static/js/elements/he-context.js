@@ -5,13 +5,12 @@ import { readout, hover, pct, int } from "../lib/widgets.js";
 
 class HeContext extends SteppedElement {
   render(rs) {
-    const last = rs.lastStep;
-    const kv = last?.kv ?? rs.prefill?.kv;
+    const n = this.step(rs.steps.length);  // the page's step: the window as it stood after step n
+    const kv = n ? rs.steps[n - 1].kv : rs.prefill?.kv;
     const W = kv?.context_window ?? rs.session?.model?.context_window;
     if (W == null) { delete this.dataset.contextWindow; this.root.replaceChildren(caption("Waiting for the run.")); return; }
     this.dataset.contextWindow = String(W);
     const P = rs.prefill?.tokens?.length ?? 0;
-    const n = rs.steps.length;
     const free = Math.max(0, W - P - n);
     const line = readout("Hover or tap a part of the window for its size.");
 
@@ -39,24 +38,27 @@ class HeContext extends SteppedElement {
 
     // Every payload so far reports the window; the cache never changes it.
     const windows = new Set([rs.prefill?.kv?.context_window, ...rs.steps.map((s) => s.kv.context_window)].filter((x) => x != null));
-    const reports = (rs.prefill ? 1 : 0) + n;
+    const reports = (rs.prefill ? 1 : 0) + rs.steps.length;  // the whole run's payloads, not only those up to step n
+    this.dataset.positionsUsed = String(P + n);
+    if (kv) Object.assign(this.dataset, { kvPositions: String(kv.seq_len), kvBytes: String(kv.bytes) });
+    else { delete this.dataset.kvPositions; delete this.dataset.kvBytes; }
     const sliding = rs.session?.model?.sliding_window;
     const cache = el("div", { class: "he-gqa" });
     if (kv) {
-      cache.append(el("p", {}, `KV cache now: ${int(kv.seq_len)} positions, ${bytes(kv.bytes)} (${int(kv.bytes)} bytes). `
+      cache.append(el("p", { class: "he-kv-now" }, `KV cache ${n ? `after step ${n}` : "after the prefill"}: ${int(kv.seq_len)} positions, ${bytes(kv.bytes)} (${int(kv.bytes)} bytes). `
         + "It keeps the keys and values of positions already read, so each step runs the model on one new position instead of the whole sequence: "
         + "it speeds decoding inside the window. It does not enlarge the window: a model cannot attend to more than "
         + `${int(W)} positions, cached or not.`));
       hover(cache, `kv.seq_len = ${kv.seq_len}, kv.bytes = ${kv.bytes}, kv.context_window = ${kv.context_window}`, line, false);
     }
     cache.append(el("p", { class: "he-col-sub" }, windows.size === 1
-      ? `All ${int(reports)} payloads of this run report the same window: ${int(W)} positions, while the cache grew.`
-      : `The payloads report different windows: ${[...windows].join(", ")}.`));
+      ? `Whole run: all ${int(reports)} payloads report the same window, ${int(W)} positions, while the cache grew.`
+      : `Whole run: the payloads report different windows: ${[...windows].join(", ")}.`));
     if (sliding) cache.append(el("p", { class: "he-col-sub" }, `Some layers also use a sliding window: they attend only to the last ${int(sliding)} positions.`));
 
     this.root.replaceChildren(el("p", { class: "he-big" }, `${int(P + n)} of ${int(W)} positions used`), barNode, cacheBar, axis, legend, cache, line,
       caption(`This run's ${rs.session?.model?.name ?? "model"} has a context window of ${int(W)} positions. `
-        + `The prompt took ${int(P)}, ${int(n)} token${n === 1 ? " was" : "s were"} generated, ${int(free)} remain. `
+        + `The prompt took ${int(P)}; ${n ? `after step ${n}` : "after the prefill"}, ${int(n)} token${n === 1 ? " was" : "s were"} generated and ${int(free)} remain. `
         + `The run ends with stop reason context_window if the sequence reaches ${int(W)}.`));
   }
 }

@@ -98,13 +98,14 @@ class HeKvcalc extends SteppedElement {
   /** The formula for this server's model beside the bytes the run's cache actually held. */
   liveCache(rs, data, line) {
     const ours = data.rows.find((r) => r.key === "loaded");
-    const kv = rs.lastStep?.kv ?? rs.prefill?.kv;
+    const n = this.step(rs.steps.length);  // the cache as it stood after the page's step, not the run's last
+    const kv = n ? rs.steps[n - 1].kv : rs.prefill?.kv;
     if (!ours) return el("p", {});
     if (!kv) return el("p", { class: "he-col-sub" }, "Run a prompt to see your run's cache measured beside this server's row.");
     const size = DTYPE_BYTES[kv.dtype], tableSize = DTYPE_BYTES[data.dtype];
     const predicted = size && tableSize ? (ours.bytes_per_token / tableSize) * size * kv.stored_tokens : null;
     const node = stats([
-      ["your cache now", bytes(kv.bytes), `last step's kv.bytes = ${int(kv.bytes)} bytes (every cached key and value tensor)`],
+      [n ? `your cache after step ${n}` : "your cache after the prefill", bytes(kv.bytes), `step ${n}'s kv.bytes = ${int(kv.bytes)} bytes (every cached key and value tensor)`],
       ["positions", int(kv.seq_len), `kv.seq_len = ${kv.seq_len}`],
       ["measured per token", `${int(kv.bytes_per_token)} B`, `kv.bytes_per_token = ${int(kv.bytes)} / ${int(kv.stored_tokens)} stored positions`],
       ["formula, in " + (kv.dtype ?? "?"), predicted != null ? `${int(predicted)} B${predicted === kv.bytes ? " = measured" : ""}` : "–",
@@ -112,6 +113,7 @@ class HeKvcalc extends SteppedElement {
           + (predicted === kv.bytes ? ": equal to the measured cache" : `: the measured cache holds ${int(kv.bytes)}`) : "unknown dtype"],
     ], line);
     const wrap = el("div", { class: "he-live" });
+    Object.assign(wrap.dataset, { kvBytes: String(kv.bytes), kvPositions: String(kv.seq_len), step: String(n) });
     wrap.append(el("p", { class: "he-col-sub" }, `This server's row, checked against your run's cache (${kv.dtype ?? "unknown dtype"}, the table assumes ${data.dtype}):`), node);
     return wrap;
   }

@@ -35,11 +35,11 @@ class HeLayers extends SteppedElement {
     const [depth, P] = norms.shape;
     const cols = [];
     for (let p = 0; p < P; p++) cols.push({ pos: p, text: pre.tokens[p]?.text ?? "", values: Array.from({ length: depth }, (_, i) => at(norms, i, p)), from: "prompt" });
-    for (const s of state.steps) {
+    const k = this.step(state.steps.length);
+    for (const s of state.steps.slice(0, k)) { // the positions read up to the page's step: none from later steps
       if (s.input.position < P || !Array.isArray(s.hidden_norms)) continue;
       cols.push({ pos: s.input.position, text: s.input.text, values: s.hidden_norms, from: `step ${s.step}` });
     }
-    const k = this.step(state.steps.length);
     if (this.#colAt !== k) this.#col = null;
     const input = k ? state.steps[k - 1].input.position : P - 1; // the position step k read
     const follow = Math.max(0, cols.findIndex((c) => c.pos === input));

@@ -4,13 +4,13 @@ import { readout, hover, chip, pct, int } from "../lib/widgets.js";
 
 class HeStop extends SteppedElement {
   render(rs) {
-    const last = rs.lastStep;
-    const reason = rs.done?.stop_reason ?? last?.stop_reason ?? "";
+    const n = this.step(rs.steps.length);  // the run as it stood after the page's step: stopped only at its end
+    const last = n ? rs.steps[n - 1] : null;
+    const reason = n === rs.steps.length ? rs.done?.stop_reason ?? last?.stop_reason ?? "" : "";
     this.dataset.stopReason = reason;
     if (!rs.session && !rs.prefill) { this.root.replaceChildren(caption("Waiting for the run.")); return; }
     const params = rs.session?.params || {};
     const P = rs.prefill?.tokens?.length ?? 0;
-    const n = rs.steps.length;
     const W = last?.kv?.context_window ?? rs.prefill?.kv?.context_window ?? rs.session?.model?.context_window;
     const line = readout("Hover or tap a condition for its numbers.");
     const list = el("ul", { class: "he-conds" });
@@ -54,11 +54,13 @@ class HeStop extends SteppedElement {
     add("stopped", "the visitor pressed stop", el("p", {}, reason === "stopped" ? `stopped after step ${n}` : "the visitor did not stop this run"), null,
       "fires when the page sends a stop message");
 
-    const head = el("p", { class: "he-big" }, reason ? `stopped by: ${reason}` : "still running: no condition has fired yet");
+    const later = n < rs.steps.length;  // the page shows an earlier step of a run that went on
+    const head = el("p", { class: "he-big" }, reason ? `stopped by: ${reason}` : later ? `after step ${n}: no condition has fired yet` : "still running: no condition has fired yet");
     this.root.replaceChildren(head, list, line,
       caption(reason
         ? `This run stopped after ${int(n)} step${n === 1 ? "" : "s"} because ${explain(reason)}. After every step the server checks eos, stop_string, max_new_tokens and context_window in this order; the first that holds ends the run.`
-        : `After ${int(n)} step${n === 1 ? "" : "s"} none of the conditions holds yet; each is checked after every step.`));
+        : `After ${int(n)} step${n === 1 ? "" : "s"} none of the conditions holds yet; each is checked after every step.`
+          + (later ? ` The run went on to step ${int(rs.steps.length)}.` : "")));
   }
 }
 

@@ -20,7 +20,7 @@ class HeTimeline extends SteppedElement {
     if (!this.runPart) {
       this.runPart = el("div", { class: "he-part" });
       this.servedPart = el("div", { class: "he-part" });
-      this.root.replaceChildren(el("h3", { class: "he-subhead" }, "Your run, on the clock"), this.runPart,
+      this.root.replaceChildren(el("h3", { class: "he-subhead" }, "Your whole run, on the clock"), this.runPart,
         el("h3", { class: "he-subhead" }, "Prompt length against the wait"), this.measure.node, this.servedPart);
     }
     this.drawRun(rs);
@@ -91,11 +91,11 @@ class HeTimeline extends SteppedElement {
       ["prefill pass", ms(pre.forward_ms), `prefill.timing.forward_ms = ${pre.forward_ms} ms for ${rs.prefill.tokens.length} tokens at once`],
       ["decode pass (median)", ms(median), `median forward_ms of ${decodes.length} decode steps, one token each`],
       ["time per output token", ms(d?.tpot_ms), d?.tpot_ms != null ? `done.timing.tpot_ms = (end-to-end ${fmt(d.total_ms)} − TTFT ${fmt(d.ttft_ms)}) / (${n} − 1) = ${fmt(d.tpot_ms)} ms` : "after the run ends, with at least 2 tokens"],
-      ["tokens / s", last?.tokens_per_s != null ? fmt(last.tokens_per_s, 1) : "–", `the last step's timing.tokens_per_s = ${last?.tokens_per_s ?? "–"}: decode tokens per second so far`],
+      ["tokens / s", last?.tokens_per_s != null ? fmt(last.tokens_per_s, 1) : "–", `the run's last step's timing.tokens_per_s = ${last?.tokens_per_s ?? "–"}: decode tokens per second over the whole run`],
     ], line);
     this.runPart.replaceChildren(tiles, bar, axis, ...(untimed ? [untimed] : []), legend(Object.values(KINDS)),
       el("p", { class: "he-col-sub" }, "Each forward pass, prefill (P) then decode steps, on one scale:"), cols, line,
-      caption(`Measured on your run: the prefill read ${int(rs.prefill.tokens.length)} prompt tokens in one pass of ${ms(pre.forward_ms)}; `
+      caption(`Measured over your whole run, whatever step the page shows: the prefill read ${int(rs.prefill.tokens.length)} prompt tokens in one pass of ${ms(pre.forward_ms)}; `
         + `${int(steps.length)} step${steps.length === 1 ? "" : "s"} followed (step 1 samples from the prefill, so it has no forward pass of its own). `
         + (total != null ? `End to end ${ms(total)}. ` : "") + "Capture is what this page adds to draw the diagrams; a production server skips it."));
   }
