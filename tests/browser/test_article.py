@@ -49,8 +49,10 @@ def test_every_section_draws_this_run(page, site_url):
     assert not run["error"], run["error"]
     prefill, steps, done = run["prefill"][-1], run["step"], run["done"][-1]
     last = steps[-1]
-    # A finished run rests on its first generated token; the step bar's "last" shows the final step.
-    expect(page.locator("#replay-bar")).to_have_attribute("data-position", "1")
+    # A finished run stays on its last step (issue 23), where the learner was watching it; "first" goes back.
+    expect(page.locator("#replay-bar")).to_have_attribute("data-position", str(len(steps)))
+    page.locator("[data-replay=first]").click()
+    expect(page.locator("#replay-bar")).to_have_attribute("data-position", "0")
     page.locator("[data-replay=last]").click()
     expect(page.locator("#replay-bar")).to_have_attribute("data-position", str(len(steps)))
     assert PROMPT in prefill["template"]["text"]
