@@ -42,7 +42,8 @@ def test_first_paint_draws_the_example_without_the_server(page, site_url):
     shows(page, "he-dice", "data-u", steps[0]["draw"]["u"] if steps[0]["draw"] else "greedy")
     shows(page, "he-kv", "data-kv-bytes", steps[0]["kv"]["bytes"])
     shows(page, "he-sequence", "data-length", len(run["prefill"]["tokens"]) + 1)
-    shows(page, "he-stop", "data-stop-reason", run["done"]["stop_reason"])
+    # At step 1 the stop section shows the run as it stood then (issue 23): no condition had fired unless it ended there.
+    shows(page, "he-stop", "data-stop-reason", run["done"]["stop_reason"] if n == 1 else "")
     shows(page, "he-myths", "data-waiting", 0)  # the after-run checks came with the example
     shows(page, "he-myths", "data-failed", 0)
     assert page.locator("#reply").inner_text().strip() == run["done"]["text"].strip()
@@ -51,6 +52,7 @@ def test_first_paint_draws_the_example_without_the_server(page, site_url):
     shows(page, "he-sequence", "data-length", len(run["prefill"]["tokens"]))
     page.locator("[data-replay=last]").click()
     shows(page, "he-logits", "data-top-id", steps[-1]["logits"]["top"][0]["id"])
+    shows(page, "he-stop", "data-stop-reason", run["done"]["stop_reason"])  # the last step is where it stopped
     assert not page.errors, page.errors
 
 
@@ -92,6 +94,6 @@ def test_play_replaces_the_example_with_the_live_run(page, site_url):
     steps = [f for f in frames if f.get("type") == "step"]
     prefill = next(f for f in frames if f.get("type") == "prefill")
     assert prefill["template"]["text"].count("What does bank mean?") == 1  # the visitor's prompt, not the example's
-    shows(page, "he-sequence", "data-length", len(prefill["tokens"]) + 1)  # resting on the first generated token
-    shows(page, "he-logits", "data-top-id", steps[0]["logits"]["top"][0]["id"])
+    shows(page, "he-sequence", "data-length", len(prefill["tokens"]) + len(steps))  # a finished run stays on its last step
+    shows(page, "he-logits", "data-top-id", steps[-1]["logits"]["top"][0]["id"])
     assert not page.errors, page.errors
