@@ -34,19 +34,20 @@ def test_every_diagram_that_is_not_a_heatmap_has_a_table_that_follows_the_step(p
         rows = table.locator("tr")
         assert rows.count() > 1, name  # a header, then the diagram's values
         assert "Nothing drawn yet." not in table.inner_text(), name
-    # The logits table names the candidates of the step on show, and moves with the step bar.
+    # The logits table names the candidates of the step on show (a finished run stays on its last step), and
+    # moves with the step bar.
     steps = run["step"]
     table = table_of(page, "logits")
-    first_top = steps[0]["logits"]["top"][0]
-    expect(table).to_contain_text(f"(id {first_top['id']}): raw logit {first_top['logit']}")
-    page.locator("[data-replay=last]").click()
-    page.locator("he-logits").scroll_into_view_if_needed()  # a diagram (and so its table) redraws on screen
     last_top = steps[-1]["logits"]["top"][0]
     expect(table).to_contain_text(f"(id {last_top['id']}): raw logit {last_top['logit']}")
     # The KV table gives every layer's bytes, as the run's frame says.
-    table = table_of(page, "kv")
+    kv_table = table_of(page, "kv")
     for i, layer in enumerate(steps[-1]["kv"]["layers"]):
-        expect(table).to_contain_text(f"layer {i + 1}: {layer['bytes']:,} bytes")
+        expect(kv_table).to_contain_text(f"layer {i + 1}: {layer['bytes']:,} bytes")
+    page.locator("[data-replay=first]").click()
+    page.locator("he-logits").scroll_into_view_if_needed()  # a diagram (and so its table) redraws on screen
+    first_top = steps[0]["logits"]["top"][0]  # the prefill's distribution, which step 1 samples from
+    expect(table).to_contain_text(f"(id {first_top['id']}): raw logit {first_top['logit']}")
     for name in HEATMAPS:  # their tables are per heatmap, inside the diagram
         page.locator(f"he-{name}").scroll_into_view_if_needed()
         expect(page.locator(f"he-{name} details.he-table-alt").first).to_be_attached()
