@@ -143,6 +143,17 @@ class FrequencyPenaltyLogitsProcessor(LogitsProcessor):
         return scores - self.penalty * counts.to(scores.dtype)
 
 
+class ZeroTemperatureLimit(LogitsProcessor):
+    """Temperature 0 as the limit of T -> 0: softmax(logits / T) tends to 1 on the argmax and 0 elsewhere.
+
+    transformers' TemperatureLogitsWarper refuses 0 (greedy decoding skips the warpers), so without this stage
+    a greedy step would show the untempered softmax (T = 1) while taking the argmax."""
+
+    def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
+        keep = torch.zeros_like(scores, dtype=torch.bool).scatter_(-1, scores.argmax(-1, keepdim=True), True)
+        return scores.masked_fill(~keep, -math.inf)
+
+
 def generated_counts(input_ids: torch.LongTensor, prompt_length: int, vocab_size: int) -> torch.Tensor:
     generated = input_ids[:, prompt_length:]  # (batch, generated)
     counts = torch.zeros(input_ids.shape[0], vocab_size, dtype=torch.long, device=input_ids.device)
@@ -156,11 +167,17 @@ def build_stages(params: SamplingParams, prompt_length: int) -> list[tuple[str, 
         ("repetition_penalty", RepetitionPenaltyLogitsProcessor(params.repetition_penalty) if params.repetition_penalty != 1.0 else None),
         ("presence_penalty", PresencePenaltyLogitsProcessor(params.presence_penalty, prompt_length) if params.presence_penalty else None),
         ("frequency_penalty", FrequencyPenaltyLogitsProcessor(params.frequency_penalty, prompt_length) if params.frequency_penalty else None),
-        ("temperature", TemperatureLogitsWarper(params.temperature) if sampling and params.temperature != 1.0 else None),
+        ("temperature", temperature_stage(params)),
         ("top_k", TopKLogitsWarper(params.top_k) if sampling and params.top_k else None),
         ("top_p", TopPLogitsWarper(params.top_p) if sampling and params.top_p < 1.0 else None),
         ("min_p", MinPLogitsWarper(params.min_p) if sampling and params.min_p > 0 else None),
     ]
+
+
+def temperature_stage(params: SamplingParams) -> LogitsProcessor | None:
+    if params.greedy:
+        return ZeroTemperatureLimit()
+    return TemperatureLogitsWarper(params.temperature) if params.temperature != 1.0 else None
 
 
 @dataclass
