@@ -7,6 +7,7 @@ that picked the token.
 from __future__ import annotations
 
 import math
+import secrets
 from dataclasses import asdict, dataclass, field, fields
 
 import torch
@@ -22,6 +23,7 @@ from transformers import (
 
 STAGE_TOP_N = 10  # candidates recorded after each stage
 MAX_SEED = 2**63 - 1
+FRESH_SEEDS = 2**32  # fresh seeds stay short enough to read, type back in, and hold exactly in a JS number
 MIN_TEMPERATURE = 0.01  # below it (but above 0) float32 logits / T overflow to inf and sampling breaks
 MIN_REPETITION_PENALTY = 0.01  # logits / 1e-39 overflow to inf and every probability becomes NaN
 FLOAT_FIELDS = ("temperature", "top_p", "min_p", "repetition_penalty", "presence_penalty", "frequency_penalty")
@@ -88,6 +90,14 @@ class SamplingParams:
 
     def to_dict(self) -> dict:
         return {**asdict(self), "stop": list(self.stop)}
+
+
+def with_fresh_seed(params: dict) -> dict:
+    """A start's params with a fresh random seed where none was given (or it was null), so visitors at the same
+    temperature do not all draw the same reply; a given seed is kept, and reproduces its run."""
+    if params.get("seed") is not None:
+        return params
+    return {**params, "seed": secrets.randbelow(FRESH_SEEDS)}
 
 
 def _number(name: str, value, low: float, high: float, low_open: bool = False) -> None:
