@@ -127,7 +127,9 @@ def parser() -> argparse.ArgumentParser:
     t.add_argument("--top-p", type=float, default=1.0)
     t.add_argument("--min-p", type=float, default=0.0)
     t.add_argument("--repetition-penalty", type=float, default=1.0)
-    t.add_argument("--seed", type=int, default=0)
+    # The CLI keeps seed 0 by default so a trace is reproducible as typed; the site draws a fresh seed per run.
+    t.add_argument("--seed", type=int, default=0, help="dice seed (default 0: the same trace every time; "
+                   "the web site instead draws a fresh seed when a start has none)")
     t.add_argument("--device", default="auto")
     t.add_argument("--lens", choices=["auto", "all"], default="auto", help="logit lens on every layer, or a subset on large models")
     t.set_defaults(func=trace)

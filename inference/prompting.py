@@ -20,7 +20,7 @@ class Prompt:
     kind: str  # "messages" | "text" | "input_ids"
     ids: list[int]
     text: str  # what the model reads (the rendered template for messages)
-    spans: list[dict] = field(default_factory=list)  # [{role, start, end}] character spans in text
+    spans: list[dict] = field(default_factory=list)  # [{role, start, end, message?}] character spans in text
     offsets: list[list[int]] = field(default_factory=list)  # per token [start, end) byte offsets in text
     messages: list[dict] = field(default_factory=list)
     tokenize_ms: float = 0.0  # template + tokenizer
@@ -57,18 +57,91 @@ def is_unicode(text: str) -> bool:
     return True
 
 
+MARK = "HITENTERMARK"  # stands in for a message's content when learning how the template wraps a role
+# Short valid conversations after which a turn of each role is not the first (no first-turn additions).
+CONTEXTS = {"user": [{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"}],
+            "assistant": [{"role": "user", "content": "a"}],
+            "system": [{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"}]}
+
+
 def render_messages(tokenizer, messages: list[dict]) -> tuple[str, list[dict]]:
-    """The chat template's text and each message's span in it (rendering prefix by prefix)."""
+    """The chat template's text and where each character came from: a typed message's turn (its role,
+    with ``message``: its index), text the template adds on its own (``template``: a default system
+    prompt, a date line), and the generation prompt. Turns come from rendering prefix by prefix; within a
+    turn, only the role's own wrapper around the content (learned from a marker message) is the message's."""
     text = tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
     spans, start = [], 0
+    wrappers = {role: role_wrapper(tokenizer, role) for role in {m["role"] for m in messages}}
     for i, message in enumerate(messages):
         prefix = tokenizer.apply_chat_template(messages[: i + 1], tokenize=False)
         end = len(prefix) if text.startswith(prefix) else start
-        spans.append({"role": message["role"], "start": start, "end": end})
+        spans += turn_spans(text, start, end, message, i, wrappers[message["role"]])
         start = end
     if start < len(text):
         spans.append({"role": "generation_prompt", "start": start, "end": len(text)})
-    return text, spans
+    return text, merged(spans)
+
+
+def role_wrapper(tokenizer, role: str) -> tuple[str, str] | None:
+    """(header, footer) the template puts around a ``role`` message's content; None if it cannot tell."""
+    context = CONTEXTS[role]
+    try:
+        before = tokenizer.apply_chat_template(context, tokenize=False)
+        after = tokenizer.apply_chat_template(context + [{"role": role, "content": MARK}], tokenize=False)
+    except Exception:  # noqa: BLE001 - a template may refuse the order (e.g. roles must alternate)
+        return None
+    if not after.startswith(before) or after.count(MARK) != 1:
+        return None
+    turn = after[len(before):]
+    return turn[: turn.index(MARK)], turn[turn.index(MARK) + len(MARK):]
+
+
+def turn_spans(text: str, start: int, end: int, message: dict, index: int, wrapper) -> list[dict]:
+    """One message's turn [start, end): its header, content and footer are the message's; the rest the template's."""
+    own = owned_ranges(text[start:end], message["content"], wrapper)
+    spans, at = [], start
+    for a, b in own:
+        if a > 0 and at < start + a:
+            spans.append({"role": "template", "start": at, "end": start + a})
+        spans.append({"role": message["role"], "start": start + a, "end": start + b, "message": index})
+        at = start + b
+    if at < end:
+        spans.append({"role": "template", "start": at, "end": end})
+    return spans or [{"role": message["role"], "start": start, "end": end, "message": index}]
+
+
+def owned_ranges(turn: str, content: str, wrapper) -> list[tuple[int, int]]:
+    """Ranges of ``turn`` written for the message; the whole turn where the wrapper cannot be found."""
+    if wrapper is None:
+        return [(0, len(turn))]
+    header, footer = wrapper
+    for body in (content, content.strip()):  # templates may trim the content
+        at = turn.rfind(header + body)
+        if at >= 0:
+            return [(at, tail(turn, at + len(header + body), footer))]
+        at = turn.rfind(body) if body else -1
+        head = turn.rfind(header, 0, at) if at >= 0 else -1
+        if head >= 0:  # something the template wrote sits between the header and the content (a date line)
+            return [(head, head + len(header)), (at, tail(turn, at + len(body), footer))]
+    return [(0, len(turn))]
+
+
+def tail(turn: str, at: int, footer: str) -> int:
+    return at + len(footer) if footer and turn.startswith(footer, at) else at
+
+
+def merged(spans: list[dict]) -> list[dict]:
+    """Adjacent pieces of one origin become one span; empty ones go."""
+    out: list[dict] = []
+    for s in spans:
+        if s["end"] <= s["start"]:
+            continue
+        last = out[-1] if out else None
+        if last and last["end"] == s["start"] and last["role"] == s["role"] and last.get("message") == s.get("message"):
+            last["end"] = s["end"]
+        else:
+            out.append(dict(s))
+    return out
 
 
 def byte_offsets(text: str, char_offsets: list[tuple[int, int]]) -> list[list[int]]:

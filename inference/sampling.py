@@ -7,6 +7,7 @@ that picked the token.
 from __future__ import annotations
 
 import math
+import secrets
 from dataclasses import asdict, dataclass, field, fields
 
 import torch
@@ -22,6 +23,7 @@ from transformers import (
 
 STAGE_TOP_N = 10  # candidates recorded after each stage
 MAX_SEED = 2**63 - 1
+FRESH_SEEDS = 2**32  # fresh seeds stay short enough to read, type back in, and hold exactly in a JS number
 MIN_TEMPERATURE = 0.01  # below it (but above 0) float32 logits / T overflow to inf and sampling breaks
 MIN_REPETITION_PENALTY = 0.01  # logits / 1e-39 overflow to inf and every probability becomes NaN
 FLOAT_FIELDS = ("temperature", "top_p", "min_p", "repetition_penalty", "presence_penalty", "frequency_penalty")
@@ -90,6 +92,14 @@ class SamplingParams:
         return {**asdict(self), "stop": list(self.stop)}
 
 
+def with_fresh_seed(params: dict) -> dict:
+    """A start's params with a fresh random seed where none was given (or it was null), so visitors at the same
+    temperature do not all draw the same reply; a given seed is kept, and reproduces its run."""
+    if params.get("seed") is not None:
+        return params
+    return {**params, "seed": secrets.randbelow(FRESH_SEEDS)}
+
+
 def _number(name: str, value, low: float, high: float, low_open: bool = False) -> None:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise ParamError(name, f"must be a number, not {type(value).__name__}", "wrong_type")
@@ -143,6 +153,17 @@ class FrequencyPenaltyLogitsProcessor(LogitsProcessor):
         return scores - self.penalty * counts.to(scores.dtype)
 
 
+class ZeroTemperatureLimit(LogitsProcessor):
+    """Temperature 0 as the limit of T -> 0: softmax(logits / T) tends to 1 on the argmax and 0 elsewhere.
+
+    transformers' TemperatureLogitsWarper refuses 0 (greedy decoding skips the warpers), so without this stage
+    a greedy step would show the untempered softmax (T = 1) while taking the argmax."""
+
+    def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
+        keep = torch.zeros_like(scores, dtype=torch.bool).scatter_(-1, scores.argmax(-1, keepdim=True), True)
+        return scores.masked_fill(~keep, -math.inf)
+
+
 def generated_counts(input_ids: torch.LongTensor, prompt_length: int, vocab_size: int) -> torch.Tensor:
     generated = input_ids[:, prompt_length:]  # (batch, generated)
     counts = torch.zeros(input_ids.shape[0], vocab_size, dtype=torch.long, device=input_ids.device)
@@ -156,11 +177,17 @@ def build_stages(params: SamplingParams, prompt_length: int) -> list[tuple[str, 
         ("repetition_penalty", RepetitionPenaltyLogitsProcessor(params.repetition_penalty) if params.repetition_penalty != 1.0 else None),
         ("presence_penalty", PresencePenaltyLogitsProcessor(params.presence_penalty, prompt_length) if params.presence_penalty else None),
         ("frequency_penalty", FrequencyPenaltyLogitsProcessor(params.frequency_penalty, prompt_length) if params.frequency_penalty else None),
-        ("temperature", TemperatureLogitsWarper(params.temperature) if sampling and params.temperature != 1.0 else None),
+        ("temperature", temperature_stage(params)),
         ("top_k", TopKLogitsWarper(params.top_k) if sampling and params.top_k else None),
         ("top_p", TopPLogitsWarper(params.top_p) if sampling and params.top_p < 1.0 else None),
         ("min_p", MinPLogitsWarper(params.min_p) if sampling and params.min_p > 0 else None),
     ]
+
+
+def temperature_stage(params: SamplingParams) -> LogitsProcessor | None:
+    if params.greedy:
+        return ZeroTemperatureLimit()
+    return TemperatureLogitsWarper(params.temperature) if params.temperature != 1.0 else None
 
 
 @dataclass

@@ -31,7 +31,7 @@ class PromptRecord:
     """The prompt as the model reads it: the template's text, its spans and its tokens."""
     text: str
     source: str  # where the chat template came from, or the prompt kind
-    spans: list[dict]  # [{role, start, end}] character spans of each message
+    spans: list[dict]  # [{role, start, end, message?}] where each character came from (prompting.render_messages)
     ids: list[int]
     offsets: list  # [start, end) UTF-8 byte range of each token in text
     special_ids: frozenset[int]

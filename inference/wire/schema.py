@@ -36,7 +36,7 @@ SCHEMA: dict[str, dict] = {
     "prefill": {
         "type": ("str", "\"prefill\""), "schema_version": ("int", ""),
         "template": {"text": ("str", "what the model reads"), "source": ("str", "where the chat template came from"),
-                     "spans": ("list", "[{role, start, end}] character spans of each message in text")},
+                     "spans": ("list", "[{role, start, end, message?}] where each character of text came from: system, user or assistant (a typed message's turn; message: its index), template (added by the template on its own: a default system prompt, a date line), generation_prompt, text or input_ids")},
         "tokens": ("list", "[{id, text, bytes: [start, end), special}] one per prompt token; bytes index template.text as UTF-8"),
         "embeddings": {"shape": ("list", "[vocab_size, hidden_size] of the embedding table"),
                        "slice": ("packed", "(tokens, dims) the first dims of each token's row"),

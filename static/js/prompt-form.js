@@ -32,6 +32,7 @@ export function readParams() {
   const params = {};
   for (const input of document.querySelectorAll("#params input[name]")) {
     if (input.type === "range") continue; // mirrored by its number box
+    if (input.name === "seed" && input.value.trim() === "") continue; // blank: the server draws a fresh seed
     const value = Number(input.value);
     params[input.name] = INT_PARAMS.has(input.name) ? Math.trunc(value) : value;
   }

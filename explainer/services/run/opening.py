@@ -21,7 +21,7 @@ from inference.batched_prefill import MOST_PROMPT_TOKENS
 from inference.engine import GenerationSession
 from inference.loading import ModelNotAvailable
 from inference.prompting import build_prompt, validate_messages, validate_text
-from inference.sampling import SamplingParams
+from inference.sampling import SamplingParams, with_fresh_seed
 
 CHARS_PER_TOKEN = 64  # more characters than this per allowed token cannot fit: refused before tokenizing
 OPEN_RUNS: weakref.WeakSet = weakref.WeakSet()  # runs whose GenerationSession is open
@@ -40,7 +40,8 @@ class Opening:
         await self.end()
         fields, slots = await policy.apply_to_start(fields)  # the workshop host's pins and limits
         # Refuse bad parameters, messages and prompt lengths before taking a slot or touching the model.
-        params = SamplingParams.from_dict(fields["params"], max_new_tokens_cap=settings.EXPLAINER_MAX_NEW_TOKENS)
+        # No seed: a fresh one, sent back in the session payload's params so the visitor can reproduce the run.
+        params = SamplingParams.from_dict(with_fresh_seed(fields["params"]), max_new_tokens_cap=settings.EXPLAINER_MAX_NEW_TOKENS)
         if fields["text"] is None:  # prompt_fields made sure exactly one of the two is there
             fields["messages"] = validate_messages(fields["messages"])
         else:

@@ -53,7 +53,20 @@ export function renderChrome() {
   reply.textContent = state.done ? state.done.text : state.text;
   reply.classList.toggle("streaming", runPhase() === "running" && !state.done);
   reply.classList.toggle("empty", !reply.textContent);
+  renderSeed(state.session?.params?.seed);
   const back = $("#btn-original");
   if (back) back.hidden = !page.original;
   renderButtons();
+}
+
+/** The seed this run drew on (a fresh one when the seed box was blank), so the visitor can type it back in. */
+function renderSeed(seed) {
+  const known = Number.isInteger(seed);
+  const out = $("#run-seed");
+  if (out) out.textContent = known ? `this run: seed ${seed}` : "";
+  const line = $("#reply-seed");
+  if (line) {
+    line.hidden = !known;
+    line.textContent = known ? `seed ${seed}: type it in the seed box to draw this reply again` : "";
+  }
 }

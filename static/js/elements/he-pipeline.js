@@ -2,12 +2,13 @@
 // the section in view is marked) and the live view of the page's step: each stage shows that step's key
 // figure from the run, and the stages the step has reached are lit.
 import { SteppedElement, define, el, showPiece, bytes } from "../lib/base-element.js";
+import { promptFigure } from "../lib/spans.js";
 
 const fixed = (x, d) => (x == null || !Number.isFinite(x) ? "–" : x.toFixed(d));
 
 /** [section id, stage name, key figure of the run at step k (k = 0: the prefill), or null]. */
 const STAGES = [
-  ["try", "messages", (rs) => rs.prefill?.template?.spans && `${rs.prefill.template.spans.length} messages`],
+  ["try", "messages", (rs) => rs.prefill?.template?.spans && promptFigure(rs.prefill.template.spans)],
   ["template", "template", (rs) => rs.prefill?.template && `${rs.prefill.template.text.length} chars`],
   ["tokens", "tokens", (rs) => rs.prefill?.tokens && `${rs.prefill.tokens.length} tokens`],
   ["embeddings", "embeddings", (rs) => rs.prefill?.embeddings?.shape && `${rs.prefill.embeddings.shape[1]} numbers each`],

@@ -1,8 +1,10 @@
 // <he-template>: the chat template's output, the one string the model reads.
 // Reads prefill.template {text, source, spans[{role, start, end}]} and prefill.tokens[{bytes, special, id, text}].
 import { SteppedElement, define, el, caption, showPiece } from "../lib/base-element.js";
+import { typedSpans, typedMessages } from "../lib/spans.js";
 
-const ROLE_CLASS = { system: "role-system", user: "role-user", assistant: "role-assistant" };
+// "template": text the template adds on its own (a default system prompt, a date line), drawn as "added by the template".
+const ROLE_CLASS = { system: "role-system", user: "role-user", assistant: "role-assistant", template: "role-none" };
 
 /** Maps from code-point index and UTF-8 byte offset to JS string (UTF-16) index. */
 function offsetMaps(text) {
@@ -48,7 +50,8 @@ class HeTemplate extends SteppedElement {
       const role = roles.find((r) => r.start <= a && b <= r.end);
       const special = specials.find((s) => s.start <= a && b <= s.end);
       const cls = [role ? ROLE_CLASS[role.role] || "role-other" : "role-none", special ? "special" : ""].join(" ").trim();
-      const where = role ? `${role.role} message, characters ${role.cp.start}–${role.cp.end}` : "template text outside any message";
+      const where = !role || role.role === "template" ? "added by the template on its own, outside any message you typed"
+        : `${role.role}${role.cp.message != null ? ` message ${role.cp.message + 1}` : ""}, characters ${role.cp.start}–${role.cp.end}`;
       const title = special
         ? `special token ${special.token.text} (id ${special.token.id}), bytes ${special.token.bytes[0]}–${special.token.bytes[1]}; ${where}`
         : where;
@@ -58,13 +61,16 @@ class HeTemplate extends SteppedElement {
     }
 
     const legend = el("p", { class: "he-legend" });
-    const seen = [...new Set(spans.map((s) => s.role))];
+    const seen = [...new Set(spans.map((s) => s.role))].filter((r) => r !== "template");  // its swatch is the last one
     for (const r of seen) legend.append(el("span", { class: `swatch ${ROLE_CLASS[r] || "role-other"}` }, r));
     if (specials.length) legend.append(el("span", { class: "swatch special" }, "special token"));
     legend.append(el("span", { class: "swatch role-none" }, "added by the template"));
 
-    const messages = spans.length;
-    const insideChars = spans.reduce((n, s) => n + (s.end - s.start), 0);
+    const messages = typedMessages(spans);
+    // Only typed messages' turns count as inside: the template's own text and the generation prompt are outside.
+    const insideChars = typedSpans(spans).reduce((n, s) => n + (s.end - s.start), 0);
+    this.dataset.messages = String(messages);
+    this.dataset.addedChars = String(maps.chars - insideChars);
     const names = [...new Set(specials.map((s) => showPiece(s.token.text)))];
     const head = el("p", { class: "he-head" });
     head.append("Template source: ", el("code", {}, source));
@@ -72,9 +78,9 @@ class HeTemplate extends SteppedElement {
     const scroll = el("div", { class: "he-scroll", tabindex: "0", role: "region", "aria-label": "the templated prompt (scrollable)" });
     scroll.append(out);
     this.root.replaceChildren(head, legend, scroll, caption(
-      `Measured on this run: ${messages} span${messages === 1 ? "" : "s"} became one string of ${maps.chars} characters; ` +
-      // Spans can include the role markers, so "outside the spans" alone undercounts what the template added.
-      `${maps.chars - insideChars} of them lie outside the messages' spans. ` +
+      `Measured on this run: the ${messages} message${messages === 1 ? "" : "s"} you typed became one string of ${maps.chars} characters; ` +
+      // A message's turn includes its role markers; everything else (a default system prompt, the generation prompt) is the template's own.
+      `${maps.chars - insideChars} of them lie outside your messages' turns, added by the template. ` +
       (specials.length ? `The template added ${specials.length} special token${specials.length === 1 ? "" : "s"} (${names.join(", ")}, `
         + `${specials.reduce((n, s) => n + (s.end - s.start), 0)} characters) that mark roles and turn ends; you typed none of them.`
         : "No special tokens in this prompt."),
