@@ -172,7 +172,7 @@ class GenerationSession:
         """Sample from `row`, append the token, keep the step's tensors, build its payload."""
         t0 = time.perf_counter()
         draw = sample_token(torch.tensor([self.ids]), row.logits, self.params, self.prompt_length, self.step_index,
-                            forced=forced_token)
+                            forced=forced_token, eos_ids=self.eos_ids)
         sampling_ms = (time.perf_counter() - t0) * 1e3
         self.ids.append(draw.token_id)
         self.first_token_at = self.first_token_at or time.perf_counter()

@@ -74,7 +74,8 @@ def retemper(session, step: int, temperature=None, top_k=None, top_p=None, min_p
     changes = {k: v for k, v in dict(temperature=temperature, top_k=top_k, top_p=top_p, min_p=min_p).items() if v is not None}
     params = SamplingParams.from_dict({**session.params.to_dict(), **changes})
     prefix = torch.tensor([session.ids[: session.prompt_length + step - 1]])
-    return retemper_payload(session, step, params, sample_token(prefix, logits, params, session.prompt_length, step))
+    return retemper_payload(session, step, params, sample_token(prefix, logits, params, session.prompt_length, step,
+                                                                     eos_ids=session.eos_ids))
 
 
 __all__ = ["detail", "retemper", "DetailError", "NotKept", "dice_roll"]

@@ -12,6 +12,7 @@ from dataclasses import asdict, dataclass, field, fields
 import torch
 from transformers import (
     LogitsProcessor,
+    MinNewTokensLengthLogitsProcessor,
     MinPLogitsWarper,
     RepetitionPenaltyLogitsProcessor,
     TemperatureLogitsWarper,
@@ -44,6 +45,7 @@ class SamplingParams:
     presence_penalty: float = 0.0  # [-2, 2] (OpenAI)
     frequency_penalty: float = 0.0  # [-2, 2] (OpenAI)
     max_new_tokens: int = 64  # >= 1
+    min_new_tokens: int = 0  # [0, max_new_tokens]; EOS cannot end the reply before this many tokens (0 = off)
     seed: int = 0  # integer in [0, 2**63 - 1]
     stop: tuple[str, ...] = field(default=())  # up to 4 stop strings, each 1-64 characters
 
@@ -77,6 +79,7 @@ class SamplingParams:
         _number("presence_penalty", self.presence_penalty, -2.0, 2.0)
         _number("frequency_penalty", self.frequency_penalty, -2.0, 2.0)
         _integer("max_new_tokens", self.max_new_tokens, 1, max_new_tokens_cap)
+        _integer("min_new_tokens", self.min_new_tokens, 0, self.max_new_tokens)
         _integer("seed", self.seed, 0, MAX_SEED)
 
     @property
@@ -200,12 +203,25 @@ def run_stages(input_ids: torch.LongTensor, logits: torch.Tensor, params: Sampli
     return scores, records
 
 
+def suppress_early_eos(input_ids: torch.LongTensor, logits: torch.Tensor, params: SamplingParams,
+                       prompt_length: int, eos_ids) -> torch.Tensor:
+    """transformers' MinNewTokensLengthLogitsProcessor: EOS ids at -inf until min_new_tokens are generated."""
+    if not params.min_new_tokens or not eos_ids:
+        return logits
+    processor = MinNewTokensLengthLogitsProcessor(prompt_length, params.min_new_tokens, sorted(eos_ids), device=logits.device)
+    scores = logits.float().reshape(1, -1)  # (1, vocab)
+    return processor(input_ids.reshape(1, -1).to(scores.device), scores).reshape(logits.shape)
+
+
 def sample_token(input_ids: torch.LongTensor, logits: torch.Tensor, params: SamplingParams,
-                 prompt_length: int, step: int, top_n: int = STAGE_TOP_N, forced: int | None = None) -> SampleResult:
+                 prompt_length: int, step: int, top_n: int = STAGE_TOP_N, forced: int | None = None,
+                 eos_ids=()) -> SampleResult:
     """Run the stages, softmax, and either take the argmax (temperature 0) or roll the dice.
 
     ``forced`` (a fork) replaces the chosen token; its probability is read from the same final distribution.
+    ``eos_ids``: the tokens that end the reply, held off until ``params.min_new_tokens`` are generated.
     """
+    logits = suppress_early_eos(input_ids, logits, params, prompt_length, eos_ids)
     scores, records = run_stages(input_ids, logits, params, prompt_length)
     probs = torch.softmax(scores[0], dim=-1)  # (vocab,)
     if params.greedy:

@@ -119,3 +119,35 @@ def test_every_number_stays_finite_at_the_edges_of_the_ranges(stories, extreme):
     payloads = [session.prefill()] + [session.step() for _ in range(4)]
     for payload in payloads:
         json.dumps(payload, allow_nan=False)  # raises on NaN or infinity anywhere
+
+
+@pytest.mark.parametrize("params, message", [
+    ({"max_new_tokens": 8, "min_new_tokens": 9}, r"min_new_tokens: must be \[0, 8\], got 9"),
+    ({"min_new_tokens": -1}, r"min_new_tokens: must be \[0, 64\], got -1"),
+    ({"min_new_tokens": 2.5}, r"min_new_tokens: must be an integer, not float"),
+])
+def test_min_new_tokens_is_validated_with_its_name_and_range(params, message):
+    with pytest.raises(ParamError, match=message):
+        SamplingParams.from_dict(params)
+
+
+def test_min_new_tokens_keeps_eos_from_ending_the_reply_early(bundled):
+    """The reply the bundled model ends by EOS runs on to max_new_tokens when min_new_tokens asks for it
+    (the browser control tests rely on it: a run that cannot end before the test presses its button)."""
+    from inference.engine import GenerationSession
+    from inference.prompting import build_prompt
+
+    def run(**params):
+        prompt = build_prompt(bundled.tokenizer, messages=[{"role": "user", "content": "Hello"}])
+        session = GenerationSession(bundled, prompt, SamplingParams.from_dict({"temperature": 0, **params}))
+        session.prefill()
+        while not session.finished:
+            session.step()
+        return session
+
+    free = run(max_new_tokens=200)
+    assert free.finished == "eos", "the bundled model ends this reply by EOS"
+    held = run(max_new_tokens=len(free.generated) + 8, min_new_tokens=len(free.generated) + 8)
+    assert held.finished == "max_new_tokens" and len(held.generated) == len(free.generated) + 8
+    assert not set(held.generated) & held.eos_ids
+    assert held.generated[: len(free.generated) - 1] == free.generated[:-1]  # the same reply up to where EOS was
