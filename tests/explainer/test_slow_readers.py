@@ -2,10 +2,10 @@
 what it never read, each cost the server at most EXPLAINER_MAX_QUEUED_BYTES, are closed, and the server's
 RSS comes back to within 10% of its baseline once they are gone. Run on a real Daphne (make run's flags).
 
-Each figure is read on a settled RSS (steady for a second: settled_rss):
-the cost of the unread replies is measured from the server's RSS once the client's own paused run is open,
-so that run's KV cache and kept tensors (any visitor's) are not counted as queued bytes; the margin over the
-bound is ALLOCATOR_SLACK."""
+Both clients meet one Daphne (module-scoped), each reading its own part of its log. Each figure is read on
+a settled RSS (steady for a second: settled_rss): the cost of the unread replies is measured from the
+server's RSS once the client's own paused run is open, so that run's KV cache and kept tensors (any
+visitor's) are not counted as queued bytes; the margin over the bound is ALLOCATOR_SLACK."""
 import asyncio
 import json
 import os
@@ -64,6 +64,7 @@ async def misbehave(server, lie: bool) -> tuple[int, int, bool]:
     sock = socket.socket()
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, CLIENT_RECEIVE_BUFFER)
     sock.connect(("127.0.0.1", server.port))
+    log_from = len(server.log())  # the module's server: only this client's close counts
     ws = await open_paused_run(server, max_queue=1, sock=sock)  # the client library stops reading once one frame waits
     with_run = await settled_rss(server.proc.pid)
     peak, closed = with_run, False
@@ -78,7 +79,7 @@ async def misbehave(server, lie: bool) -> tuple[int, int, bool]:
         while time.monotonic() < deadline and not closed:
             await asyncio.sleep(0.1)
             peak = max(peak, rss(server.proc.pid))
-            closed = "bytes unread" in server.log()
+            closed = "bytes unread" in server.log()[log_from:]
     except ConnectionClosed:
         closed = True
     finally:
@@ -102,24 +103,31 @@ async def settled_rss(pid: int, target: int | None = None, steady: int = 256 * 1
     return readings[-1]
 
 
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    """One Daphne for both clients (each test reads its own figures from it, and its own part of the log)."""
+    server = start_daphne(tmp_path_factory.mktemp("slow-readers"), str(STORIES), {"EXPLAINER_MAX_QUEUED_BYTES": str(BOUND)})
+    yield server
+    server.stop()
+
+
+@pytest.mark.xdist_group("slow_readers")  # both on one worker, so they share its server
 @pytest.mark.parametrize("lie", [False, True], ids=["never_reads", "acks_what_it_never_read"])
-async def test_an_unread_socket_costs_at_most_the_bound_and_gives_it_back(tmp_path, lie):
-    server = await asyncio.to_thread(start_daphne, tmp_path, str(STORIES), {"EXPLAINER_MAX_QUEUED_BYTES": str(BOUND)})
-    try:
-        await warm_up(server)
-        baseline = await settled_rss(server.proc.pid)  # idle, after one honest visitor
-        with_run, peak, closed = await misbehave(server, lie)
-        after = await settled_rss(server.proc.pid, int(baseline * 1.1))
-        print(f"\n{'lying' if lie else 'never-reading'} client: RSS baseline {baseline / MIB:.0f} MiB, its paused run "
-              f"{(with_run - baseline) / MIB:+.1f} MiB, its unread replies +{(peak - with_run) / MIB:.1f} MiB at the peak "
-              f"(bound {BOUND / MIB:.0f} MiB + slack {ALLOCATOR_SLACK / MIB:.0f} MiB), after it left "
-              f"{(after - baseline) / MIB:+.1f} MiB")
-        assert closed, server.log()[-2000:]
-        assert peak - with_run <= BOUND + ALLOCATOR_SLACK  # what its unread replies cost, over its run's settled RSS
-        assert after <= baseline * 1.10
-        assert "Traceback" not in server.log(), server.log()[-3000:]
-    finally:
-        await asyncio.to_thread(server.stop)
+async def test_an_unread_socket_costs_at_most_the_bound_and_gives_it_back(server, lie):
+    log_from = len(server.log())
+    await warm_up(server)
+    baseline = await settled_rss(server.proc.pid)  # idle, after one honest visitor
+    with_run, peak, closed = await misbehave(server, lie)
+    after = await settled_rss(server.proc.pid, int(baseline * 1.1))
+    print(f"\n{'lying' if lie else 'never-reading'} client: RSS baseline {baseline / MIB:.0f} MiB, its paused run "
+          f"{(with_run - baseline) / MIB:+.1f} MiB, its unread replies +{(peak - with_run) / MIB:.1f} MiB at the peak "
+          f"(bound {BOUND / MIB:.0f} MiB + slack {ALLOCATOR_SLACK / MIB:.0f} MiB), after it left "
+          f"{(after - baseline) / MIB:+.1f} MiB")
+    log = server.log()[log_from:]
+    assert closed, log[-2000:]
+    assert peak - with_run <= BOUND + ALLOCATOR_SLACK  # what its unread replies cost, over its run's settled RSS
+    assert after <= baseline * 1.10
+    assert "Traceback" not in log, log[-3000:]
 
 
 def test_an_ack_cannot_claim_more_than_was_sent():
