@@ -41,5 +41,9 @@ node_modules/.installed: package.json package-lock.json
 	touch $@
 
 # pytest exits 5 when it collects nothing; make passes that on as a failure.
+# Two xdist workers (one per core of the 2-core machines this runs on); the browser tests are one xdist group
+# on one worker (tests/conftest.py). Every test runs: the endurance tests (marked slow) sample their ranges
+# where the behaviour changes, and CI=true (.ci/run) runs their full ranges. PYTEST_XDIST= runs in one process.
+PYTEST_XDIST ?= -n 2 --dist loadgroup
 test: venv npm
-	$(VENV)/bin/python -m pytest $(PYTEST_ARGS)
+	$(VENV)/bin/python -m pytest $(PYTEST_XDIST) $(PYTEST_ARGS)

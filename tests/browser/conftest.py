@@ -40,7 +40,8 @@ def serve(tmp_path_factory, model: str, name: str = "site"):
            "DJANGO_ALLOWED_HOSTS": "127.0.0.1,localhost", "EXPLAINER_HOST_PASSWORD": HOST_PASSWORD}
     env["DATABASE_URL"] = f"sqlite:///{tmp_path_factory.mktemp('db') / f'{name}.sqlite3'}"
     subprocess.run([sys.executable, "manage.py", "migrate", "--noinput"], cwd=ROOT, env=env, check=True, capture_output=True)
-    log = open(ROOT / f"test-artifacts-daphne{'' if name == 'site' else '-' + name}.log", "w")
+    worker = os.environ.get("PYTEST_XDIST_WORKER")  # each xdist worker running browser tests has its own servers
+    log = open(ROOT / f"test-artifacts-daphne{'' if name == 'site' else '-' + name}{'-' + worker if worker else ''}.log", "w")
     proc = subprocess.Popen([sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port), *makefile_daphne_limits(),
                              "explainer.asgi:application"],
                             cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
@@ -55,7 +56,7 @@ def serve(tmp_path_factory, model: str, name: str = "site"):
             time.sleep(0.5)
     else:
         proc.terminate()
-        pytest.fail("daphne did not become healthy; see test-artifacts-daphne.log")
+        pytest.fail(f"daphne did not become healthy; see {log.name}")
     yield url
     proc.terminate()
     try:

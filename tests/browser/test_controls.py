@@ -11,6 +11,30 @@ from playwright.sync_api import expect
 BANNER = "#status-banner"
 STEP_TEXT = re.compile(r"step (\d+)")
 FINISHED = re.compile(r"Finished \((\w+)\) after (\d+) steps")
+LONG = 256  # EXPLAINER_MAX_NEW_TOKENS: the longest run the server allows
+
+
+def hold_off_eos(page, tokens: int = LONG) -> None:
+    """Every run this page starts generates at least `tokens` tokens (min_new_tokens, inference/sampling.py):
+    the bundled model ends most replies by EOS within half a second, sooner than a click lands under load,
+    so a test that acts on a running run must use one that cannot end before it acts. The page sends every
+    input of #params (prompt-form.js readParams), so the test adds the one field the form does not show."""
+    page.evaluate("""(tokens) => {
+        const input = Object.assign(document.createElement("input"), {type: "hidden", name: "min_new_tokens", value: String(tokens)});
+        document.querySelector("#params").append(input);
+    }""", tokens)
+
+
+def count_starts(page) -> None:
+    """window.__starts: how many `start` messages the page has sent (a run asked for, synchronously on the key)."""
+    page.evaluate("""() => {
+        window.__starts = 0;
+        const send = WebSocket.prototype.send;
+        WebSocket.prototype.send = function (data) {
+            try { if (JSON.parse(data).type === "start") window.__starts += 1; } catch (e) {}
+            return send.call(this, data);
+        };
+    }""")
 
 
 def open_article(page, site_url, text="Tell me a long story about a mole.", max_new_tokens=200):
@@ -50,22 +74,35 @@ def record_steps_at_stop_click(page) -> None:
     }, true)""")
 
 
+def run_then_escape(page) -> int:
+    """The run just asked for is seen generating, then Escape stops it; its step count."""
+    expect(page.locator(BANNER)).not_to_have_text(FINISHED, timeout=10_000)  # a new run began
+    wait_for_step(page, 1)
+    page.keyboard.press("Escape")
+    return finished(page)[1]
+
+
 def test_enter_runs_shift_enter_is_a_newline_and_ctrl_enter_runs(page, site_url):
-    box = open_article(page, site_url, text="Hello", max_new_tokens=3)
+    # Each run goes on until the test stops it (no EOS before LONG tokens): a short run could end before
+    # the banner is read, and "a new run began" would then be missed.
+    box = open_article(page, site_url, text="Hello", max_new_tokens=LONG)
+    hold_off_eos(page)
+    count_starts(page)
     box.press("Shift+Enter")
     box.type("there")
     assert box.input_value() == "Hello\nthere"  # a newline, and nothing started
-    page.wait_for_timeout(300)
+    assert page.evaluate("window.__starts") == 0  # the keys' handlers run synchronously: no start was sent
     assert not re.search(r"step|Finished|Reading", page.locator(BANNER).inner_text())
     box.press("Enter")
-    assert finished(page)[1] >= 1  # Enter in the prompt box ran it
+    assert page.evaluate("window.__starts") == 1
+    assert run_then_escape(page) >= 1  # Enter in the prompt box ran it
     assert box.input_value() == "Hello\nthere"
     box.press("Control+Enter")
-    expect(page.locator(BANNER)).not_to_have_text(FINISHED, timeout=10_000)  # a new run began
-    assert finished(page)[1] >= 1
+    assert page.evaluate("window.__starts") == 2
+    assert run_then_escape(page) >= 1
     page.locator("input[name=seed]").press("Enter")  # a parameter box runs too: every field agrees
-    expect(page.locator(BANNER)).not_to_have_text(FINISHED, timeout=10_000)
-    finished(page)
+    assert page.evaluate("window.__starts") == 3
+    run_then_escape(page)
     assert not page.errors, page.errors
 
 
@@ -80,7 +117,8 @@ def click_stop_when_step_3_is_shown(page) -> None:
 
 
 def test_stop_at_step_3_then_play_again(page, site_url):
-    box = open_article(page, site_url)
+    box = open_article(page, site_url, max_new_tokens=LONG)
+    hold_off_eos(page)  # every run here ends by Stop or Escape, never by EOS before the click lands
     click_stop_when_step_3_is_shown(page)
     record_steps_at_stop_click(page)
     box.press("Enter")
@@ -108,10 +146,11 @@ def test_stop_at_step_3_then_play_again(page, site_url):
 
 
 def test_pause_step_stop(page, site_url):
-    box = open_article(page, site_url, max_new_tokens=256)
+    box = open_article(page, site_url, max_new_tokens=LONG)
+    hold_off_eos(page)  # the run cannot end by EOS before Pause lands
     box.press("Enter")
-    # Pause as soon as it is enabled: the bundled model ends this reply (about 40 tokens) by EOS within half a
-    # second, so waiting to see a step first lost the race under CI's load. Paused on the prefill or at a step.
+    # Pause as soon as it is enabled (the bundled model would end this reply by EOS within half a second
+    # without hold_off_eos). Paused on the prefill or at a step.
     page.locator("#btn-pause").click()
     expect(page.locator(BANNER)).to_have_text(re.compile(r"Paused after (step \d+\.|the prefill)"), timeout=10_000)
     paused_at = steps_shown(page)

@@ -24,6 +24,10 @@ WHERE = """() => {
     + ` "${(node.getAttribute("aria-label") || node.textContent || "").trim().slice(0, 40)}"`;
   return { seen, label, top: box.top, bottom: box.bottom, height: box.height, barTop, barBottom, inBar: within(node, bar), viewport: innerHeight };
 }"""
+WHERE_WHEN_LAID_OUT = f"""async () => {{
+  await new Promise((r) => requestAnimationFrame(() => requestAnimationFrame(r)));
+  return ({WHERE})();
+}}"""
 START = """(fromTop) => {
   // The marks of an earlier walk, in the diagrams' shadow roots too (document.querySelectorAll stops at them).
   const clear = (root) => {
@@ -48,8 +52,7 @@ def walk(page, key: str) -> list[dict]:
     stops, outside = [], 0
     for _ in range(MAX_STOPS):
         page.keyboard.press(key)
-        page.evaluate("() => new Promise((r) => requestAnimationFrame(() => requestAnimationFrame(r)))")  # scrolled, laid out
-        where = page.evaluate(WHERE)
+        where = page.evaluate(WHERE_WHEN_LAID_OUT)  # one round trip a stop: two frames (scrolled, laid out), then WHERE
         if where.get("label", "").startswith("span#focus-walk-start") or where.get("seen"):
             return stops  # round to the start
         if where.get("none"):

@@ -36,7 +36,10 @@ def measure(page, frames, selector: str, what: str, button: str = "button.he-mea
         pytest.fail(f"{selector} did not measure {what} on sight")
     control = page.locator(f"{selector} {button}").first
     expect(control).to_be_enabled(timeout=timeout_s * 1000)  # once the measurement it made on sight is back
-    page.wait_for_timeout(100)  # that answer's frame is recorded before counting
+    for _ in range(300):  # that answer's frame is in `frames` before counting (else it would pass for the click's)
+        if any(f.get("type") == "error" or (f.get("type") == "serving" and f.get("what") == what) for f in frames):
+            break
+        page.wait_for_timeout(50)
     seen = len(frames)
     control.click()
     if slow:

@@ -1,6 +1,7 @@
 """No message is too large to send: every prompt length up to the cap starts and finishes under the real
 Daphne flags, on `bundled` and on a model with SmolLM2-135M's shapes (docs/protocol.md, "Messages larger
-than the send cap")."""
+than the send cap"). The sweep is an endurance test (marked slow): every 7th length under CI=true, the
+lengths where the prefill's frame count changes otherwise."""
 import asyncio
 import json
 import shutil
@@ -17,6 +18,7 @@ from inference.loading import load_model, resolve_spec
 from inference.wire.packing import unpack
 from inference.wire.schema import validate_payload
 from inference.prompting import build_prompt
+from tests.conftest import full_range
 from tests.explainer.live_server import daphne_flag, start_daphne
 from tests.smollm2_shaped import save_smollm2_shaped
 
@@ -153,19 +155,26 @@ def test_smollm2_frames_at_the_prompt_cap_and_at_the_longest_context(tmp_path):
     assert max(sizes["step"]) <= DECODE_BUDGET
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("model", ["bundled", "smollm2_shaped"])
 async def test_every_prompt_length_starts_and_finishes_under_daphnes_cap(model, request, tmp_path):
+    """Every 7th prompt length and the cap under CI=true (full_range()); else the lengths where the prefill's
+    frame count changes, found by bisection on this server's own runs, with 1, 2, the cap - 1 and the cap."""
     spec = "bundled" if model == "bundled" else str(request.getfixturevalue("smollm2_shaped"))
     tokenizer = AutoTokenizer.from_pretrained(resolve_spec(spec)[1])
     cap = int(daphne_flag("--websocket-max-message-size"))
     server = await asyncio.to_thread(start_daphne, tmp_path, spec, {"EXPLAINER_MAX_PROMPT_TOKENS": str(PROMPT_CAP)})
     largest = {"prefill": 0, "step": 0, "detail": 0}
+    prefill_frames: dict[int, int] = {}  # prompt tokens -> frames of its prefill message
     started = time.perf_counter()
     try:
         async with ws_connect(server.ws_url, origin=server.origin, proxy=None, max_size=cap) as ws:
             assert json.loads(await ws.recv())["state"] == "ready"
             received = 1
-            for tokens in lengths():
+
+            async def probe(tokens: int) -> int:
+                """One run at `tokens` prompt tokens, checked; how many frames its prefill took."""
+                nonlocal received
                 text = prompt_text(tokens)
                 assert len(build_prompt(tokenizer, text=text).ids) == tokens
                 await ws.send(json.dumps({"type": "start", "text": text, "params": {"max_new_tokens": 2, "temperature": 0}}))
@@ -178,14 +187,35 @@ async def test_every_prompt_length_starts_and_finishes_under_daphnes_cap(model, 
                 validate_payload(run["prefill"])
                 assert len(run["prefill"]["tokens"]) == tokens
                 assert [s["step"] for s in run["steps"]] == [1, 2] and run["done"]["steps"] == 2, f"{tokens} tokens"
+                prefill_frames[tokens] = sum(k == "prefill" for _, k in frames)
+                return prefill_frames[tokens]
+
+            async def boundaries(low: int, high: int) -> None:
+                """Probe between two probed lengths until each change of frame count is between neighbours."""
+                if high - low > 1 and prefill_frames[low] != prefill_frames[high]:
+                    middle = (low + high) // 2
+                    await probe(middle)
+                    await boundaries(low, middle)
+                    await boundaries(middle, high)
+
+            if full_range():
+                for tokens in lengths():
+                    await probe(tokens)
+            else:
+                for tokens in (1, 2, PROMPT_CAP - 1):
+                    await probe(tokens)
+                await boundaries(2, PROMPT_CAP - 1)
+                await probe(PROMPT_CAP)  # last: the detail below reads this run
             await ws.send(json.dumps({"type": "detail", "what": "attention", "step": 0, "layer": 0, "head": 0}))
             frames, run = await _read_run(ws, until="detail")
             largest["detail"] = max(len(f) for f, _ in frames)
             assert unpack(run["detail"]["data"]).shape == (PROMPT_CAP, PROMPT_CAP)  # "Full matrix" at the cap
     finally:
         await asyncio.to_thread(server.stop)
+    changes = [t for t in sorted(prefill_frames)[1:] if prefill_frames[t] != prefill_frames.get(t - 1, prefill_frames[t])]
     print(f"\n{model}: largest frames at up to {PROMPT_CAP} prompt tokens (bytes): {largest}; "
-          f"{len(lengths())} runs in {time.perf_counter() - started:.1f} s")
+          f"{len(prefill_frames)} runs in {time.perf_counter() - started:.1f} s; prefill frames "
+          f"{dict(sorted(prefill_frames.items()))}; frame count changes at {changes}")
     assert largest["prefill"] <= min(PREFILL_BUDGET, SEND_CAP) and largest["step"] <= DECODE_BUDGET
     assert largest["detail"] <= SEND_CAP
 

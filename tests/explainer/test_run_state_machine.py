@@ -29,9 +29,11 @@ from explainer.asgi import application
 from explainer.services.run import visitor_run
 from explainer.services.admission.capacity import generating
 from explainer.services.run.visitor_run import live_sessions
+from tests.conftest import full_range
 
 ORIGIN = [(b"origin", b"http://127.0.0.1")]
-SEQUENCES = int(os.environ.get("RUN_MACHINE_SEQUENCES", "200"))
+# 200 sequences under CI=true (full_range()); 50 otherwise (derandomized: the first 50 of the same 200).
+SEQUENCES = int(os.environ.get("RUN_MACHINE_SEQUENCES", "200" if full_range() else "50"))
 STEPS_PER_SEQUENCE = 14
 NAMED = {"no_run", "finished", "stopping", "invalid_state", "step_pending", "out_of_range", "not_kept"}
 PROMPT = [{"role": "user", "content": "<t403> <t407>"}]
@@ -287,6 +289,7 @@ def machine_settings(stories_model, monkeypatch):
     return log
 
 
+@pytest.mark.slow
 def test_the_run_state_machine(machine_settings):
     loop = asyncio.new_event_loop()
     RunMachine.loop, RunMachine.log = loop, machine_settings

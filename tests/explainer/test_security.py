@@ -291,7 +291,7 @@ def test_check_deploy_is_clean_under_the_production_settings():
     ("short-and-weak", "hitenter.example.org", "DJANGO_SECRET_KEY"),
     ("a" * 80, "hitenter.example.org", "DJANGO_SECRET_KEY"),
     (secrets.token_urlsafe(64), "", "DJANGO_ALLOWED_HOSTS"),
-])
+], ids=["no-key", "short-key", "one-character-key", "no-hosts"])  # fixed ids: each xdist worker draws its own secret
 def test_production_settings_refuse_to_start_without_their_secrets(key, hosts, missing):
     env = {"DJANGO_SETTINGS_MODULE": "explainer.settings_production", "DJANGO_ALLOWED_HOSTS": hosts}
     if key is not None:

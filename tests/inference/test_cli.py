@@ -1,4 +1,9 @@
-"""`python -m inference trace` and `kv`: the exact field names users' scripts depend on."""
+"""`python -m inference trace` and `kv`: the exact field names users' scripts depend on.
+
+The commands run in this process (inference.__main__.main, what `python -m inference` calls); one test runs
+the real `python -m inference` in a subprocess, exit status and stdout included."""
+import contextlib
+import io
 import json
 import subprocess
 import sys
@@ -13,9 +18,14 @@ DRAFT = Path(__file__).resolve().parents[2] / "inference" / "bundled_draft"
 
 
 def cli(*args: str) -> list[dict]:
-    out = subprocess.run([sys.executable, "-m", "inference", *args], capture_output=True, text=True, timeout=300)
-    assert out.returncode == 0, out.stdout + out.stderr
-    return [json.loads(line) for line in out.stdout.splitlines()]
+    """`python -m inference ARGS`, run in process: its JSON lines (it must exit 0)."""
+    from inference.__main__ import main
+
+    stdout, stderr = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(stderr):
+        returned = main(list(args))
+    assert returned == 0, stdout.getvalue() + stderr.getvalue()
+    return [json.loads(line) for line in stdout.getvalue().splitlines()]
 
 
 @pytest.mark.parametrize("source", [["--model", str(STORIES), "--input-ids", "1,403,407"],
@@ -42,6 +52,7 @@ def test_trace_input_ids_are_fed_exactly():
 
 
 def test_trace_bad_param_is_named_error():
+    """The subprocess smoke test: the real `python -m inference`, its exit status and its last line."""
     out = subprocess.run([sys.executable, "-m", "inference", "trace", "--model", str(STORIES), "--input-ids", "1",
                           "--temperature", "3"], capture_output=True, text=True, timeout=300)
     assert out.returncode == 2
