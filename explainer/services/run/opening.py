@@ -76,8 +76,8 @@ class Opening:
         except ModelNotAvailable as exc:
             raise ProtocolError("model_error", str(exc)) from None
         self.device = loaded.description.device
-        prompt = await run_on(self.device, lambda: build_prompt(loaded.tokenizer, messages=fields["messages"], text=fields["text"]),
-                              owner=self.address)
+        # Off the model thread: the tokenizer alone, bounded by CHARS_PER_TOKEN, never waits behind forward passes
+        prompt = await asyncio.to_thread(build_prompt, loaded.tokenizer, messages=fields["messages"], text=fields["text"])
         if len(prompt.ids) > settings.EXPLAINER_MAX_PROMPT_TOKENS:
             raise ProtocolError("out_of_range", f"the prompt has {len(prompt.ids)} tokens; the limit is "
                                 f"{settings.EXPLAINER_MAX_PROMPT_TOKENS}", "messages")

@@ -72,13 +72,19 @@ export function forkRow(host, step, candidates) {
   // Under the pointer the chips stay as drawn (issue 23: a click aimed at step 13 must not fork step 14):
   // the held row names its own step, and the diagram redraws it once the pointer leaves.
   const held = host.heForkRow;
-  if (held?.isConnected && held.matches(":hover") && held.dataset.step !== String(step.step)) {
+  // Tracked by its pointer events, not `:hover` at drawing time: a layout moving under a resting pointer
+  // must not count as leaving.
+  if (held?.isConnected && held.heHovered && held.dataset.step !== String(step.step)) {
     held.dataset.stale = "true";
     return held;
   }
   const row = el("div", { class: "he-forks", role: "group", "data-step": step.step, "aria-label": `Fork step ${step.step}: continue with another token` });
   host.heForkRow = row;
-  row.addEventListener("pointerleave", () => { if (row.dataset.stale) host.data = host.data; });
+  row.addEventListener("pointerenter", () => { row.heHovered = true; });
+  row.addEventListener("pointerleave", () => {
+    row.heHovered = false;
+    if (row.dataset.stale) host.data = host.data;
+  });
   row.append(el("span", { class: "he-forks-label" }, `Continue from step ${step.step} with:`));
   const seen = new Set([step.token.id]);
   for (const c of candidates) {
