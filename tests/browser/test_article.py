@@ -22,7 +22,7 @@ def attr(page, selector: str, name: str) -> str:
     """Scroll the diagram on screen (it renders only then) and read its data attribute."""
     element = page.locator(selector)
     element.scroll_into_view_if_needed()
-    page.wait_for_selector(f"{selector}[{name}]", state="attached", timeout=15_000)  # no page eval: the CSP forbids it
+    page.wait_for_selector(f"{selector}[{name}]", state="attached", timeout=30_000)  # no page eval: the CSP forbids it
     return element.get_attribute(name)
 
 

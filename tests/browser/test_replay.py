@@ -34,7 +34,7 @@ def save(site_url: str, payloads: list[dict]) -> str:
 def shows(page, selector: str, name: str, expected) -> None:
     """Scroll the diagram on screen (it renders only then) and wait until its attribute reads `expected`."""
     page.locator(selector).scroll_into_view_if_needed()
-    expect(page.locator(selector)).to_have_attribute(name, str(expected), timeout=15_000)
+    expect(page.locator(selector)).to_have_attribute(name, str(expected), timeout=30_000)
 
 
 def test_replay_draws_the_recording(page, site_url):

@@ -63,6 +63,30 @@ export function mount(host, ...controls) {
 }
 
 /**
+ * Marks `node.heHovered` while the pointer rests on it; calls `released` once the pointer itself moves off.
+ * A leave at the pointer's last coordinates is the page moving under a resting pointer (a section above
+ * redrawn for the next step), not the visitor leaving: the hold then lasts until the pointer really moves.
+ */
+function holdUnderPointer(node, released) {
+  let at = null;
+  const release = () => { node.heHovered = false; document.removeEventListener("pointermove", moved); released(); };
+  const moved = (e) => {
+    if (e.clientX === at?.x && e.clientY === at?.y) return;
+    if (!e.composedPath().includes(node)) release();
+  };
+  const track = (e) => { at = { x: e.clientX, y: e.clientY }; };
+  node.addEventListener("pointerenter", (e) => { node.heHovered = true; track(e); document.removeEventListener("pointermove", moved); });
+  node.addEventListener("pointermove", track);
+  node.addEventListener("pointerleave", (e) => {
+    if (at && e.clientX === at.x && e.clientY === at.y && e.pointerType === "mouse") {
+      document.addEventListener("pointermove", moved);
+      return;
+    }
+    release();
+  });
+}
+
+/**
  * "Continue from here with this token": one button per candidate (not the one the step chose). A click asks
  * the page to `fork` the run at `step` with that token (docs/protocol.md); a recording answers with a note.
  * Nothing (an empty fragment) where no live run could fork: a recording an embed replays (RunView.forkable).
@@ -72,19 +96,14 @@ export function forkRow(host, step, candidates) {
   // Under the pointer the chips stay as drawn (issue 23: a click aimed at step 13 must not fork step 14):
   // the held row names its own step, and the diagram redraws it once the pointer leaves.
   const held = host.heForkRow;
-  // Tracked by its pointer events, not `:hover` at drawing time: a layout moving under a resting pointer
-  // must not count as leaving.
+  // Tracked by its pointer events (holdUnderPointer), not `:hover` at drawing time.
   if (held?.isConnected && held.heHovered && held.dataset.step !== String(step.step)) {
     held.dataset.stale = "true";
     return held;
   }
   const row = el("div", { class: "he-forks", role: "group", "data-step": step.step, "aria-label": `Fork step ${step.step}: continue with another token` });
   host.heForkRow = row;
-  row.addEventListener("pointerenter", () => { row.heHovered = true; });
-  row.addEventListener("pointerleave", () => {
-    row.heHovered = false;
-    if (row.dataset.stale) host.data = host.data;
-  });
+  holdUnderPointer(row, () => { if (row.dataset.stale) host.data = host.data; });
   row.append(el("span", { class: "he-forks-label" }, `Continue from step ${step.step} with:`));
   const seen = new Set([step.token.id]);
   for (const c of candidates) {
