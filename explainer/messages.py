@@ -18,6 +18,14 @@ def status_payload(state: str, message: str = "", **extra) -> dict:
     return {"type": "status", "state": state, "message": message, **extra}
 
 
+def tokenized_payload(seq: int | None, tokens: int | None = None, typed: int | None = None, limit: int | None = None,
+                      context_window: int | None = None) -> dict:
+    """The answer to `tokenize`: the prompt's length as the model would read it, and the server's cap (all None,
+    beside an `error`, when it could not be counted)."""
+    return {"type": "tokenized", "seq": seq, "tokens": tokens, "typed_tokens": typed,
+            "template_tokens": None if tokens is None else tokens - typed, "limit": limit, "context_window": context_window}
+
+
 def workshop_payload(following: bool, host_live: bool, pins: dict, limits: dict, broadcast: dict) -> dict:
     """A follower page's view of the workshop: the toggle, the banner, the pinned parameters."""
     return {"type": "workshop", "following": following, "host_live": host_live, "pins": pins, "limits": limits,

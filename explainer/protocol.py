@@ -7,7 +7,8 @@ import math
 from explainer.messages import error_payload
 from inference.wire.framing import strict_text
 
-CLIENT_TYPES = ("start", "pause", "resume", "step", "stop", "fork", "detail", "retemper", "measure", "ack", "follow")
+CLIENT_TYPES = ("start", "pause", "resume", "step", "stop", "fork", "detail", "retemper", "measure", "ack", "follow",
+                "tokenize")
 MEASURES = ("prefill_decode", "kv", "capacity", "batch", "speculative", "quantize")
 DETAIL_WHATS = ("attention", "hidden", "embedding", "lens")
 MAX_DEPTH = 8  # client messages nest 4 deep (start > messages > [] > {}); deeper frames are refused whole

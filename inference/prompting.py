@@ -191,3 +191,34 @@ def _from_ids(tokenizer, input_ids) -> Prompt:
         offsets.append([at, at + n])
         at += n
     return Prompt("input_ids", list(input_ids), "".join(pieces), [{"role": "input_ids", "start": 0, "end": at}], offsets)
+
+
+def typed_tokens(prompt: Prompt) -> int:
+    """How many of the prompt's tokens hold text the visitor typed (a message's content, or the raw text); the
+    others are the template's: role markers, text it adds on its own, the generation prompt, special tokens."""
+    if prompt.kind == "input_ids":
+        return len(prompt.ids)
+    typed = [_byte_range(prompt.text, a, b) for a, b in content_ranges(prompt)]
+    return sum(1 for a, b in prompt.offsets if b > a and any(a < end and start < b for start, end in typed))
+
+
+def content_ranges(prompt: Prompt) -> list[tuple[int, int]]:
+    """Character ranges of the typed contents in the text the model reads (each inside its message's span)."""
+    if prompt.kind == "text":
+        return [(0, len(prompt.text))]
+    found = []
+    for span in prompt.spans:
+        if "message" not in span:
+            continue
+        content = prompt.messages[span["message"]]["content"]
+        for body in (content, content.strip()):
+            at = prompt.text.find(body, span["start"], span["end"]) if body else -1
+            if at >= 0:
+                found.append((at, at + len(body)))
+                break
+    return found
+
+
+def _byte_range(text: str, start: int, end: int) -> tuple[int, int]:
+    before = len(text[:start].encode("utf-8", "surrogatepass"))
+    return before, before + len(text[start:end].encode("utf-8", "surrogatepass"))

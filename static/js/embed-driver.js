@@ -1,7 +1,7 @@
 // Feeds for embedded diagrams (docs/embedding.md): one RunView per recording or per live prompt, shared
 // by every element that names it. A ReplayFeed folds a recording's payloads; a LiveFeed opens its own
 // socket on /ws/embed/ and folds what the server sends. Either hands its state to its elements.
-import { RunView } from "./run-view.js";
+import { RunView, prefillText } from "./run-view.js";
 import { SessionClient } from "./client.js";
 import { fetchJson, joinParts } from "./replay.js";
 
@@ -177,13 +177,13 @@ export class LiveFeed extends Feed {
     this.publish();
   }
 
-  /** Where the run is: idle / connecting / running / paused / finished / error / busy. */
+  /** Where the run is: idle / connecting / prefilling / running / paused / finished / error / busy. */
   get phase() {
     const status = this.state.status?.state;
     if (this.notice) return this.notice.type === "busy" ? "busy" : "error";
     if (this.client && this.connection !== "open") return "connecting";
     if (status === "finished" || (this.state.done && status !== "running")) return "finished";
-    if (status === "running" || status === "paused" || status === "loading") return status;
+    if (status === "running" || status === "paused" || status === "loading" || status === "prefilling") return status;
     return this.state.prefill ? "running" : "idle";
   }
 
@@ -194,6 +194,7 @@ export class LiveFeed extends Feed {
       error: () => `Error ${this.notice.code}: ${this.notice.message}`,
       connecting: () => "Connecting to the server…",
       loading: () => "Loading the model…",
+      prefilling: () => prefillText(this.state.status),
       running: () => (n ? `Generating… step ${n}` : "Reading the prompt…"),
       paused: () => `Paused after step ${n}.`,
       finished: () => `Finished (${this.state.done?.stop_reason ?? "stopped"}) after ${n} steps, live on this server.`,

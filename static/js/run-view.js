@@ -52,6 +52,14 @@ export class RunView {
   get text() { return this.steps.map((s) => s.text_delta).join(""); }
 }
 
+/** The prefill's own words, with the server's progress once it has said how long the prompt is. */
+export function prefillText(status) {
+  const total = status?.prompt_tokens;
+  if (!Number.isInteger(total)) return "Reading your prompt (prefill)…";
+  const done = status.prefilled_tokens;
+  return done > 0 ? `Reading your prompt (prefill)… ${done} of ${total} tokens` : `Reading your prompt (prefill)… ${total} tokens`;
+}
+
 export function detailKey({ what, step, layer, head, position }) {
   return [what, step ?? "", layer ?? "", head ?? "", position ?? ""].join(":");
 }

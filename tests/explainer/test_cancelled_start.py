@@ -1,8 +1,8 @@
 """No slot outlives its socket (issue 22, N1): sockets closed mid-prefill on SmolLM2 under the Makefile's Daphne
-flags. Channels dispatches one message at a time, so the disconnect waits behind the `start` that is prefilling;
-Daphne cancels the instance after --application-close-timeout, and the cancellation must still give back the
-generation slot and the address's connection count. Then a random open/start/close/cancel walk (hypothesis) on
-the in-process consumer: every counter comes back to 0."""
+flags. The prefill runs in the run's own task (issue 24), so the disconnect is read while it computes and ends
+it; where Daphne still cancels an instance slow to close (--application-close-timeout), the cancellation must
+give back the generation slot and the address's connection count too. Then a random open/start/close/cancel
+walk (hypothesis) on the in-process consumer: every counter comes back to 0."""
 from __future__ import annotations
 
 import asyncio
@@ -24,7 +24,6 @@ VISITORS = 8
 # About 370 SmolLM2 tokens with the template (the cap is 384): a prefill of seconds on the CPU, and 8 of them
 # queue behind each other on the one model thread, far past the close timeout.
 LONG = "The quick brown fox jumps over the lazy dog near the river bank while children play. " * 19
-KILLED = "took too long to shut down and was killed"
 
 
 def load(server) -> dict:
@@ -66,10 +65,8 @@ async def test_sockets_closed_mid_prefill_give_back_their_slots_and_counts(tmp_p
         assert load(server)["generating"] == VISITORS
         for ws in sockets:
             await ws.close()
-        await wait_for(lambda: KILLED in server.log(), "Daphne cancelling a socket's instance mid-prefill",
-                       close_timeout + 60)
         await wait_for(lambda: load(server) == {"generating": 0, "slots": VISITORS, "sockets": 0},
-                       "every slot and connection coming back", 120)
+                       "every slot and connection coming back", close_timeout + 120)
         # 8 new visitors from the same address: each is admitted and runs (none hears `busy`)
         sockets = [await open_visitor(server, [{"role": "user", "content": "Hi"}], 2) for _ in range(VISITORS)]
         for ws in sockets:

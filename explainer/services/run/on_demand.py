@@ -35,6 +35,7 @@ class OnDemandAnswers:
         return True
 
     async def detail(self, message: dict) -> None:
+        await self.after_opening()
         session = self._require_session()
         what = choice(message, "what", DETAIL_WHATS)
         args = {k: integer(message, k, 0, required=False) for k in ("step", "layer", "head", "position")}
@@ -43,6 +44,7 @@ class OnDemandAnswers:
         await self.send(await run_on(self.device, lambda: detail(session, what, **args)))
 
     async def retemper(self, message: dict) -> None:
+        await self.after_opening()
         session = self._require_session()
         step = integer(message, "step", 1, session.step_index)
         changes = {k: number(message, k) for k in ("temperature", "top_p", "min_p")}
@@ -56,6 +58,7 @@ class OnDemandAnswers:
         `prompt` is "article". It runs as its own task, so the socket's next verbs (a start, a stop) are read
         while it measures; its `serving_progress` frames say what it is measuring now."""
         what = choice(message, "what", MEASURES)
+        await self.after_opening()
         own = choice({"prompt": message.get("prompt") or "yours"}, "prompt", ("yours", "article")) == "yours"
         if not model_registry.is_loaded():
             await self.send(LOADING)

@@ -7,24 +7,34 @@ import weakref
 
 from django.conf import settings
 
-from explainer.messages import busy_payload
-from explainer.protocol import ProtocolError, prompt_fields
+from explainer.messages import busy_payload, tokenized_payload
+from explainer.protocol import ProtocolError, integer, prompt_fields
 from explainer.services.admission.capacity import generating
 from explainer.services.device import model_registry
 from explainer.services.device.executors import executor_for, run_on, scheduler_for
 from explainer.services.run import after_run_checks
-from explainer.services.run.control import status
-from explainer.services.run.errors import wrapped
+from explainer.services.run.control import PREFILLING, STOPPING, status
+from explainer.services.admission.limits import RateLimited
+from explainer.services.run.errors import as_error, wrapped
 from explainer.services.run.on_demand import LOADING
 from explainer.services.workshop import policy
 from inference.batched_prefill import MOST_PROMPT_TOKENS
 from inference.engine import GenerationSession
 from inference.loading import ModelNotAvailable
-from inference.prompting import build_prompt, validate_messages, validate_text
+from inference.prompting import PromptError, build_prompt, typed_tokens, validate_messages, validate_text
 from inference.sampling import SamplingParams, with_fresh_seed
 
+COUNTS_PER_S, COUNTS_BURST = 4, 8  # `tokenize` answers a socket may have (the page asks once typing pauses)
 CHARS_PER_TOKEN = 64  # more characters than this per allowed token cannot fit: refused before tokenizing
 OPEN_RUNS: weakref.WeakSet = weakref.WeakSet()  # runs whose GenerationSession is open
+
+
+def too_long(prompt, loaded) -> str:
+    """The refusal of a prompt past the server's cap, which is not the model's context window."""
+    added = len(prompt.ids) - typed_tokens(prompt)
+    return (f"the prompt has {len(prompt.ids)} tokens ({added} of them added by the chat template); this server "
+            f"takes at most {settings.EXPLAINER_MAX_PROMPT_TOKENS} prompt tokens a run, to keep every visitor's wait "
+            f"short (the model's own context window is {loaded.description.context_window:,} tokens)")
 
 
 def live_sessions() -> int:
@@ -52,19 +62,46 @@ class Opening:
             return
         self.holds_slot, self.slot_limit = True, slots
         self.control.begin(fields["paused"])
-        try:  # prefilling: the start's reply (session, prefill, status) comes before any later message's
-            await self._open(loaded, prompt, params)
+        # The prefill runs in the driver's task, so the socket reads a stop or a pause while it computes; until the
+        # start's own answers are out, later answers wait (reply()), as they did when start was awaited.
+        self.control.set_computing(True)
+        self.opened.clear()
+        self.task = asyncio.create_task(self._open_and_drive(loaded, prompt, params))
+
+    async def after_opening(self) -> None:
+        """Verbs that need the prefill (step, fork, detail, retemper, measure) wait for the start's answers, as when
+        start held the socket; stop, pause, resume and ack act at once."""
+        await self.opened.wait()
+
+    async def _open_and_drive(self, loaded, prompt, params: SamplingParams) -> None:
+        """prefilling, then the driver; a failed start ends this run only, with a named error."""
+        try:  # prefilling: the start's answers (session, prefill, check, status) come before any later message's
+            prefilled = await self._open(loaded, prompt, params)
         except BaseException as exc:  # a model failure, or the socket cancelled mid-prefill
             self.control.reset()
             await self._release()  # first: no await inside, so a second cancellation cannot skip it
+            self.opened.set()
             await self._close_session()
-            if isinstance(exc, Exception):  # ends this run only, with a named error
-                raise wrapped(exc) from exc
-            raise
-        self.task = asyncio.create_task(self._drive())
+            if not isinstance(exc, Exception):
+                raise
+            await self.send(wrapped(exc).as_message())
+            await self._flush()
+            return
+        self.opened.set()
+        if prefilled:
+            await self._drive()
+        else:
+            await self._stopped_in_prefill()
 
     async def _tokenized(self, fields: dict):
         """The loaded model and the prompt as it reads it, within EXPLAINER_MAX_PROMPT_TOKENS."""
+        loaded, prompt = await self._read(fields)
+        if len(prompt.ids) > settings.EXPLAINER_MAX_PROMPT_TOKENS:
+            raise ProtocolError("out_of_range", too_long(prompt, loaded), "messages")
+        return loaded, prompt
+
+    async def _read(self, fields: dict):
+        """The loaded model and the prompt as its tokenizer reads it (refused unread when far too long)."""
         typed = sum(len(m["content"]) for m in fields["messages"]) if fields["text"] is None else len(fields["text"])
         if typed > settings.EXPLAINER_MAX_PROMPT_TOKENS * CHARS_PER_TOKEN:  # too long for any tokenizer: no device call
             raise ProtocolError("out_of_range", f"the prompt has {typed} characters, far past the limit of "
@@ -78,41 +115,84 @@ class Opening:
         self.device = loaded.description.device
         # Off the model thread: the tokenizer alone, bounded by CHARS_PER_TOKEN, never waits behind forward passes
         prompt = await asyncio.to_thread(build_prompt, loaded.tokenizer, messages=fields["messages"], text=fields["text"])
-        if len(prompt.ids) > settings.EXPLAINER_MAX_PROMPT_TOKENS:
-            raise ProtocolError("out_of_range", f"the prompt has {len(prompt.ids)} tokens; the limit is "
-                                f"{settings.EXPLAINER_MAX_PROMPT_TOKENS}", "messages")
         return loaded, prompt
 
-    async def _open(self, loaded, prompt, params: SamplingParams) -> None:
-        """prefilling: prefill and the causal-mask check; then running or paused as asked (or stopping)."""
+    async def tokenize(self, message: dict) -> None:
+        """The prompt's token count while the visitor types (`tokenized`): the tokenizer alone, no slot, no run. A
+        prompt it cannot count is answered in `tokenized.error` (the page's count line shows it, not its banner)."""
+        seq = integer(message, "seq", 0, 2**53, required=False)
+        try:
+            if (wait := self.counting.take()) > 0:
+                raise RateLimited(round(wait, 2))
+            fields = prompt_fields({**message, "params": {}})
+            if fields["text"] is None:
+                fields["messages"] = validate_messages(fields["messages"])
+            else:
+                fields["text"] = validate_text(fields["text"])
+            loaded, prompt = await self._read(fields)
+        except (ProtocolError, PromptError) as exc:
+            await self.reply({**tokenized_payload(seq), "error": as_error(exc)})
+            return
+        await self.reply(tokenized_payload(seq, len(prompt.ids), typed_tokens(prompt), settings.EXPLAINER_MAX_PROMPT_TOKENS,
+                                           loaded.description.context_window))
+
+    async def _open(self, loaded, prompt, params: SamplingParams) -> bool:
+        """prefilling: prefill and the causal-mask check; then running or paused as asked (or stopping). False
+        when a stop came between the prompt's chunks: the prefill ended there."""
         self.session = GenerationSession(loaded, prompt, params, prefill_chunk=settings.EXPLAINER_PREFILL_CHUNK or None)
         OPEN_RUNS.add(self)
         self.control.set_computing(True)
         try:
             await self.send(self.session.session_payload())
-            await self.send(await self._prefill())
-            await self.send(await after_run_checks.causal_mask_on(self.device, self.session, self.address))
+            await self.send(self._prefilling())
+            prefill = await self._prefill()
+            if prefill is None:
+                return False
+            await self.send(prefill)
+            if self.control.state != STOPPING:  # a run stopped during its prefill has no use for the check
+                await self.send(await after_run_checks.causal_mask_on(self.device, self.session, self.address))
             self.rows_before = await run_on(self.device, after_run_checks.embedding_rows, self.session, owner=self.address)
         finally:
             self.control.set_computing(False)
         self.control.prefilled()
         await self.send(status(self.control.after_prefill))  # the start's answer: what it asked for
         await self._flush()  # then what pause/resume said meanwhile
+        return True
 
-    async def _prefill(self) -> dict:
+    def _prefilling(self) -> dict:
+        """The prefill's progress: prompt tokens in the cache so far, of the prompt's (one status per chunk)."""
+        fed, total = self.session.fed, len(self.session.ids)
+        return {**status(PREFILLING, f"reading the prompt: {fed} of {total} tokens"), "prefilled_tokens": fed,
+                "prompt_tokens": total}
+
+    async def _stopped_in_prefill(self) -> None:
+        """A stop read between the prompt's chunks: no step, no checks; the run's `done` (stopped) and `finished`."""
+        self.session.stop()
+        self.control.finish()
+        await self._flush()
+        await self.send(self.session.done_payload())
+        await self._release()
+        await self.send(self.control.finished_status(self.session.finished))
+
+    async def _prefill(self) -> dict | None:
         """With the other visitors joining now (one batched pass), or a long prompt alone in chunks, each its
-        own device call: decode ticks run between them."""
+        own device call: decode ticks run between them, and a stop read between them ends the prefill (None)."""
         if self.session.prefill_fits_one_pass(MOST_PROMPT_TOKENS):
             return await scheduler_for(self.device).prefill(self.session)
-        return await self._chunked(self.session.prefill)
+        return await self._chunked(self.session.prefill, opening=True)
 
-    async def _chunked(self, last, *args):
+    async def _chunked(self, last, *args, opening: bool = False):
         """The prompt's chunks, one device call each (other visitors' ticks run between; while they decode, each
-        chunk is about one tick's time), then `last(*args)`."""
+        chunk is about one tick's time), then `last(*args)`. `opening`: a start's prefill, which says its
+        progress after each chunk and ends (None) at a stop."""
         executor, most = executor_for(self.device), settings.EXPLAINER_PREFILL_CHUNK
         while True:
             tokens = executor.chunk_tokens(most)
             if not await run_on(self.device, self.session.prefill_part, tokens, owner=self.address, tokens=tokens):
                 break
+            if opening and self.control.state == STOPPING:
+                return None
+            if opening:
+                await self.send(self._prefilling())
         left = len(self.session.ids) - self.session.fed
         return await run_on(self.device, last, *args, owner=self.address, tokens=left if self.session.pending is None else 0)

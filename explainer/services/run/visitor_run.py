@@ -14,7 +14,7 @@ from explainer.services.device import model_registry
 from explainer.services.admission.capacity import generating
 from explainer.services.device.executors import run_on, scheduler_for
 from explainer.services.run.on_demand import READER_PAUSED, OnDemandAnswers
-from explainer.services.run.opening import OPEN_RUNS, Opening, live_sessions
+from explainer.services.run.opening import COUNTS_BURST, COUNTS_PER_S, OPEN_RUNS, Opening, live_sessions
 from explainer.services.run.errors import ENGINE_ERRORS, OUT_OF_MEMORY, as_error, refusal
 from explainer.services.run import paused
 from explainer.services.run.control import FINISHED, HELD, PAUSED, PAUSED_MEMORY, RUNNING, STOPPING, RunControl, status
@@ -45,6 +45,9 @@ class VisitorRun(Opening, OnDemandAnswers):
         self.device = "cpu"
         self.sending = asyncio.Lock()  # a split message's parts go out back to back
         self.forking = False  # a fork is between its check and its forced step
+        self.counting = limits.TokenBucket(COUNTS_PER_S, COUNTS_BURST)  # `tokenize` answers (Opening.tokenize)
+        self.opened = asyncio.Event()  # clear while a start's prefill is under way (Opening.after_opening)
+        self.opened.set()
         self.measuring: set[asyncio.Future] = set()  # measurements (and their progress sends) under way
         self.digest = RunDigest()  # what the page records, so its save can be told apart from a forged one
 
@@ -192,6 +195,7 @@ class VisitorRun(Opening, OnDemandAnswers):
 
     async def step(self, _message: dict) -> None:
         """One step while paused (a step while running is refused: it is already stepping)."""
+        await self.after_opening()
         if self.control.state == PAUSED and not self.control.step_asked and await self._busy():
             return
         self.control.step()
@@ -205,6 +209,7 @@ class VisitorRun(Opening, OnDemandAnswers):
 
     async def fork(self, message: dict) -> None:
         """Force a token at a step; the run continues paused from there (a finished run too)."""
+        await self.after_opening()
         session = self._require_session()
         step = integer(message, "step", 1, session.step_index)
         token = integer(message, "token_id", 0, session.description.vocab_size - 1)
@@ -242,6 +247,7 @@ class VisitorRun(Opening, OnDemandAnswers):
         """Cancel the driver and free the session's memory (on a new start or a disconnect): nothing more is sent."""
         try:
             self.control.reset()
+            self.opened.set()
             if self.task and not self.task.done():
                 self.task.cancel()
                 try:

@@ -12,7 +12,7 @@ from explainer.models import WorkshopState
 from explainer.protocol import ProtocolError, integer
 from inference.sampling import ParamError, SamplingParams
 
-LIVE_STATES = ("starting", "loading", "running", "paused")  # a broadcast in one of these is in progress
+LIVE_STATES = ("starting", "loading", "prefilling", "running", "paused")  # a broadcast in one of these is in progress
 NO_LIMITS = {"max_new_tokens": None, "max_sessions": None, "own_runs_allowed": True}
 
 

@@ -2,6 +2,7 @@
 // streamed reply and the run buttons, drawn whole from the page's state by renderChrome() on every change.
 import { $, page, runPhase, state } from "./page.js";
 import { renderButtons } from "./controls.js";
+import { prefillText } from "../run-view.js";
 
 function connectionText() {
   const { connection } = page;
@@ -26,11 +27,12 @@ function bannerText() {
   const st = state.status?.state;
   const n = state.steps.length;
   if (st === "loading") return { kind: "info", text: "Loading the model…" };
-  if (page.mode === "example") return { kind: "info", text: "Showing a recorded example. Press play to run the model on your prompt." };
   const phase = runPhase();
-  if (phase === "stopping") return { kind: "info", text: `Stopping after step ${n}…` };
+  if (phase === "prefilling") return { kind: "info", text: prefillText(state.status) }; // from Enter on, over an example too
+  if (phase === "stopping") return { kind: "info", text: n ? `Stopping after step ${n}…` : "Stopping the prefill after the chunk it is reading…" };
+  if (page.mode === "example") return { kind: "info", text: "Showing a recorded example. Press play to run the model on your prompt." };
   if (phase === "held") return { kind: "info", text: `Waiting for this page to catch up (ack) after step ${n}.` };
-  if (phase === "running") return { kind: "info", text: n && state.prefill ? `Generating… step ${n}` : "Reading the prompt…" };
+  if (phase === "running") return { kind: "info", text: n && state.prefill ? `Generating… step ${n}` : firstTokenText() };
   if (phase === "paused") return { kind: "info", text: n ? `Paused after step ${n}.` : "Paused after the prefill. Press step." };
   if (state.done) {
     const t = state.done.timing || {};
@@ -38,9 +40,15 @@ function bannerText() {
     return { kind: "ok", text: `Finished (${state.done.stop_reason}) after ${state.done.steps} steps${rate}.` };
   }
   if (st === "finished" && state.prefill) return { kind: "ok", text: `Finished after ${n} steps.` };
-  if (state.prefill) return { kind: "info", text: n ? `Generating… step ${n}` : "Reading the prompt…" };
+  if (state.prefill) return { kind: "info", text: n ? `Generating… step ${n}` : firstTokenText() };
   if (state.status?.message) return { kind: "info", text: state.status.message };
   return { kind: "info", text: "Ready. Press play to run the model on your prompt." };
+}
+
+/** Between the prefill's payload and step 1: the causal-mask check runs, then the first token is drawn. */
+function firstTokenText() {
+  const tokens = state.prefill?.tokens?.length;
+  return tokens ? `Prefill done (${tokens} tokens); the first token comes next…` : "Reading your prompt (prefill)…";
 }
 
 /** Draw everything around the diagrams from the state as it is now (main.js runs it on every change). */

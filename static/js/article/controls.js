@@ -18,8 +18,17 @@ export function start(paused = false) {
   const msg = { type: "start", messages, params: readParams() };
   if (paused) msg.paused = true;
   page.lastStart = { messages: msg.messages, params: msg.params };
+  page.starting = true;
   client.send(msg);
   changed();
+  showProgress();
+}
+
+/** On a narrow screen the run bar sits screens below the prompt box: bring the status and the reply into view. */
+function showProgress() {
+  const bar = document.querySelector(".run-bar");
+  const box = bar?.getBoundingClientRect();
+  if (box && (box.top > innerHeight - box.height || box.bottom < 0)) bar.scrollIntoView({ block: "start" });
 }
 
 export function bindButtons() {
@@ -46,7 +55,7 @@ export function renderButtons() {
   const driven = online && !workshop.following; // the host drives a followed run
   $("#btn-play").disabled = !online || !document.querySelector("#messages .message");
   $("#btn-play").textContent = LIVE.has(phase) || phase === "stopping" ? "Restart" : "Play";
-  $("#btn-pause").disabled = !driven || (phase !== "running" && phase !== "held");
+  $("#btn-pause").disabled = !driven || (phase !== "prefilling" && phase !== "running" && phase !== "held");
   $("#btn-resume").disabled = !driven || phase !== "paused";
   $("#btn-step").disabled = !driven || (phase !== "paused" && phase !== "idle") || page.stepAsked;
   $("#btn-stop").disabled = !driven || !LIVE.has(phase);

@@ -10,6 +10,7 @@ import { renderChrome } from "./chrome.js";
 import { addExportBars, feedDiagrams, findDiagrams, loadElements } from "./diagrams.js";
 import { followRun, goLive, loadExamples, replayRecording, runRecordingLive } from "./recordings.js";
 import { backToOriginal, request } from "./requests.js";
+import { bindTokenCount, onCount } from "./token-count.js";
 
 const DEFAULT_MESSAGES = [{ role: "user", content: "The mole on my face may need a biopsy. Explain this simply." }];
 const RUN_MESSAGES = new Set(["prefill", "step", "done", "check", "detail", "retemper"]);
@@ -28,10 +29,13 @@ function noteBanner(msg) {
 }
 
 function onMessage(msg) {
+  if (msg.type === "tokenized") { onCount(msg); return; } // the prompt box's count: no part of the run
   noteBanner(msg);
   if (msg.type === "session") goLive();
   if (msg.type === "session" || msg.type === "done" || (msg.type === "error" && page.stopping)) page.stopping = false;
   if (msg.type === "step" || msg.type === "error" || msg.type === "busy" || msg.type === "done" || msg.type === "session") page.stepAsked = false;
+  // The prefill under way since Enter ends with its payload, the run's end, or a refusal of the start.
+  if (msg.type === "prefill" || msg.type === "done" || msg.type === "error" || (msg.type === "busy" && !msg.what)) page.starting = false;
   // A recording on show (an example picked during a run) keeps the diagrams until the next live `session`.
   if (page.mode !== "live" && RUN_MESSAGES.has(msg.type)) { changed(); return; }
   if (msg.type === "error" && page.forkAsked) page.forkAsked = null;
@@ -69,6 +73,7 @@ function init() {
   for (const m of DEFAULT_MESSAGES) addMessage(m.role, m.content, changed);
   bindRanges();
   bindButtons();
+  bindTokenCount();
   $("#btn-original")?.addEventListener("click", backToOriginal);
   const fromRun = new URLSearchParams(location.search).get("run");
   if (fromRun) runRecordingLive(fromRun);

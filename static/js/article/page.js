@@ -24,6 +24,7 @@ export const page = {
   examples: null,      // the shipped examples' picker (the article page only)
   stopping: false,     // Stop was pressed and the run's `done` has not come yet
   stepAsked: false,    // Step was pressed and its step has not come yet
+  starting: false,     // a start was sent and its prefill has not come yet (nor a refusal): the prefill is under way
 };
 
 /** Whether the diagrams show a recording (an example or a permalink) rather than a live run. */
@@ -31,16 +32,17 @@ export function replaying() {
   return page.mode === "example" || page.mode === "recording";
 }
 
-export const LIVE = new Set(["running", "paused", "held"]);
+export const LIVE = new Set(["prefilling", "running", "paused", "held"]);
 
-/** What the run is doing, as the server last said: idle, loading, running, paused, held, stopping. */
+/** What the run is doing, as the server last said: idle, loading, prefilling, running, paused, held, stopping. */
 export function runPhase() {
+  if (page.starting && state.status?.state === "loading") return "loading"; // the model loads before the prefill
+  if (page.starting) return page.stopping ? "stopping" : "prefilling"; // from Enter on, before any recording shown
   if (replaying()) return "idle"; // a recording mid-way is not a run going on
   if (state.done) return "idle"; // `done` is the run's last word (a fork clears it)
   if (page.stopping) return "stopping";
   const s = state.status?.run_state || state.status?.state;
-  if (s === "running" || s === "paused" || s === "held" || s === "loading") return s;
-  if (s === "prefilling") return "loading";
+  if (s === "running" || s === "paused" || s === "held" || s === "loading" || s === "prefilling") return s;
   if (state.prefill && s !== "finished") return "running";
   return "idle";
 }

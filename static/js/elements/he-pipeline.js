@@ -106,9 +106,10 @@ class HePipeline extends SteppedElement {
     const k = this.step(n);
     const s = k ? rs.steps[k - 1] : null;
     const reached = !rs.prefill ? (rs.session ? 0 : -1) : !k ? LAST_PREFILL : (k === n && rs.done ? STOP : LAST_STEP);
+    const prefilling = Boolean(rs.session && !rs.prefill && !rs.done); // the prompt's stages are computing now
     STAGES.forEach(([id, , figure], i) => {
       const link = this.#links.get(id);
-      const value = figure(rs, s, k);
+      const value = figure(rs, s, k) || (prefilling && i <= LAST_PREFILL ? "prefilling" : null);
       link.querySelector(".he-fig").textContent = value || "–";
       link.classList.toggle("lit", i <= reached && i <= STOP);
       link.classList.toggle("reached", i === reached);
