@@ -3,7 +3,8 @@
 Each visitor connects to /ws/session/, and when all of a batch are connected they all send the same
 `start` (the article's prompt, greedy, a fixed max_new_tokens) and read until the run finishes, acking
 what they read. Per batch: time to first token, inter-token latency, total tokens/s, errors, and the
-ratios against the lone visitor measured in the same invocation. Nothing is asserted: figures only.
+ratios against the lone visitor measured in the same invocation; and TTFT, ITL, TPOT and end-to-end latency
+(mean, median, p95) with goodput, as vLLM's serving benchmark defines them. Nothing is asserted: figures only.
 """
 from __future__ import annotations
 
@@ -148,7 +149,32 @@ async def measure(url: str, n: int, args) -> dict:
         wall += batch_wall
     # The client shares the machine with the server: say how much CPU it took.
     return {**summarize(n, visitors, wall), "client_cpu_s": time.process_time() - cpu,
+            "serving": serving_metrics(visitors, wall, args.slo_ttft_ms, args.slo_itl_ms),
             "_tokens": [v.tokens for v in visitors if v.tokens]}  # bench() compares them with the lone run
+
+
+def spread(values: list[float]) -> dict:
+    """mean, median and p95 of one metric (None when nothing was measured)."""
+    if not values:
+        return {"mean": None, "median": None, "p95": None}
+    return {"mean": sum(values) / len(values), "median": percentile(values, 50), "p95": percentile(values, 95)}
+
+
+def serving_metrics(visitors: list[Visitor], wall_s: float, slo_ttft_ms: float, slo_itl_ms: float) -> dict:
+    """vLLM's definitions (benchmarks/serve): TTFT, from sending the request to its first token; ITL, each gap
+    between two tokens of one request; TPOT, per request (E2E - TTFT) / (tokens - 1); E2E, from sending to the
+    last token. Goodput: completed requests a second that met both SLOs (TTFT <= slo_ttft_ms and
+    TPOT <= slo_itl_ms: the mean gap of the request, as vLLM's TPOT SLO)."""
+    done = [v for v in visitors if v.steps and not v.errors]
+    ttft = [(v.steps[0] - v.sent) * 1000 for v in done]
+    e2e = [(v.steps[-1] - v.sent) * 1000 for v in done]
+    tpot = [(e - t) / (len(v.steps) - 1) for v, t, e in zip(done, ttft, e2e) if len(v.steps) > 1]
+    itl = [(b - a) * 1000 for v in done for a, b in zip(v.steps, v.steps[1:])]
+    good = sum(1 for v, t, e in zip(done, ttft, e2e)
+               if t <= slo_ttft_ms and (len(v.steps) < 2 or (e - t) / (len(v.steps) - 1) <= slo_itl_ms))
+    return {"ttft_ms": spread(ttft), "itl_ms": spread(itl), "tpot_ms": spread(tpot), "e2e_ms": spread(e2e),
+            "completed": len(done), "met_slo": good, "goodput_rps": good / wall_s if wall_s else 0.0,
+            "slo": {"ttft_ms": slo_ttft_ms, "tpot_ms": slo_itl_ms}}
 
 
 def summarize(n: int, visitors: list[Visitor], last: float) -> dict:
@@ -248,6 +274,14 @@ def print_table(result: dict) -> None:
               f"{str(r['greedy_mismatches']):>5}   {r['stop_reasons']}"
               + (f" {r['error_kinds']}" if r["errors"] else ""))
     print("(times in ms; ms/token = batch wall time per token produced; compute = a step's own model work, p50)")
+    print(f"\n{'visitors':>8} {'metric':>6} {'mean':>8} {'median':>8} {'p95':>8}   goodput (vLLM's definitions)")
+    for r in result["runs"]:
+        m = r["serving"]
+        for name in ("ttft", "itl", "tpot", "e2e"):
+            row = m[f"{name}_ms"]
+            tail = (f"   {m['met_slo']} of {m['completed']} met TTFT <= {m['slo']['ttft_ms']:g} ms and TPOT <= "
+                    f"{m['slo']['tpot_ms']:g} ms: {m['goodput_rps']:.2f} requests/s") if name == "ttft" else ""
+            print(f"{r['visitors']:>8} {name:>6} {fmt(row['mean']):>8} {fmt(row['median']):>8} {fmt(row['p95']):>8}{tail}")
     t = result["targets"]
     print(f"\ntargets at {t['at_visitors']} visitors:")
     top = max(result["runs"], key=lambda r: r["visitors"])
@@ -272,6 +306,9 @@ def parse_args(argv=None):
     parser.add_argument("--server-timeout", type=float, default=180, help="seconds for Daphne to become healthy")
     parser.add_argument("--repeats", type=int, default=3, help="batches per size, pooled")
     parser.add_argument("--warmup", type=int, default=1, help="unmeasured lone runs first")
+    parser.add_argument("--slo-ttft-ms", type=float, default=1000.0, help="goodput's TTFT SLO (default 1000 ms)")
+    parser.add_argument("--slo-itl-ms", type=float, default=200.0,
+                        help="goodput's per-request mean inter-token latency (TPOT) SLO (default 200 ms)")
     parser.add_argument("--json", action="store_true", help="print one JSON object, nothing else on stdout")
     args = parser.parse_args(argv)
     args.batches = [int(n) for n in args.visitors.split(",") if n.strip()]

@@ -68,7 +68,7 @@ class GenerationSession:
         self.started = self.first_token_at = None
         self.parts: list[ForwardRow] = []  # the prompt's chunks fed so far (prefill_part)
         self.prefill_hidden: torch.Tensor | None = None  # until the causal-mask check takes it
-        self.causal_twin: torch.Tensor | None = None  # the changed prompt's residuals, from the same batched pass
+        self.prefill_batched = False  # the prefill was a row of a batched pass (its residuals may differ in the last bit)
         self.prefill_chunked: list[int] | None = None  # the chunks' sizes when the prompt went in chunks (prefill_part)
         self.fed = 0  # prompt positions in the cache
         self.held_at: float | None = None  # paused since (hold/unhold): left out of the timing figures
@@ -124,13 +124,14 @@ class GenerationSession:
         limit = min(self.prefill_chunk or most_tokens, most_tokens)
         return self.pending is None and not self.step_index and not self.fed and self.adapter.has_cache and len(self.ids) <= limit
 
-    def prefilled_from(self, row: ForwardRow, cache, twin: torch.Tensor | None) -> dict:
-        """The prefill, from this session's row of a batched pass (inference/batched_prefill.py): its own cache,
-        and the causal-mask check's changed prompt from the same pass (`twin`)."""
+    def prefilled_from(self, row: ForwardRow, cache, batch_size: int = 1) -> dict:
+        """The prefill, from this session's row of a batched pass (inference/batched_prefill.py): its own cache.
+        The causal-mask check may compare its residuals with a lone pass of the changed prompt (a batch of one
+        has no padding), so they are kept for it."""
         if self.pending is not None or self.step_index:
             raise SessionError("prefill already ran")
         self.cache, self.fed = cache, len(self.ids)
-        self.prefill_hidden, self.causal_twin = (row.hidden, twin) if twin is not None else (None, None)
+        self.prefill_hidden, self.prefill_batched = (row.hidden if batch_size == 1 else None), True
         with one_thread():
             return self._captured_prefill(row)
 
@@ -252,7 +253,7 @@ class GenerationSession:
     def forked_step(self, token_id: int) -> dict:
         """A fork's second half: the forced step (after the prefill's last chunk, when rewind reset the session)."""
         payload = self.step(forced_token=token_id)
-        self.prefill_hidden = self.causal_twin = None  # a fork runs no causal-mask check: nothing to keep for one
+        self.prefill_hidden = None  # a fork runs no causal-mask check: nothing to keep for one
         return payload
 
     @torch.no_grad()
@@ -300,7 +301,7 @@ class GenerationSession:
 
     def close(self) -> None:
         """Free the cache and kept tensors (the session's only large state)."""
-        self.cache, self.pending, self.prefill_hidden, self.causal_twin = None, None, None, None
+        self.cache, self.pending, self.prefill_hidden = None, None, None
         self.kept.clear()
         self.finished = self.finished or "stopped"
 

@@ -179,7 +179,7 @@ class StepScheduler:
             return []
         taken, rows, longest = 0, 0, 0
         for session, _ in self.prefilling:
-            more_rows, more_longest = rows + 2, max(longest, len(session.ids))  # 2: the prompt and its causal twin
+            more_rows, more_longest = rows + 1, max(longest, len(session.ids))
             if taken and (taken == self.max_batch or more_rows * more_longest > self.prefill_tokens):
                 break
             taken, rows, longest = taken + 1, more_rows, more_longest

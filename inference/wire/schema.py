@@ -103,7 +103,7 @@ SCHEMA: dict[str, dict] = {
         "type": ("str", "\"check\""), "schema_version": ("int", ""),
         "name": ("str", "causal_mask | weights_unchanged | embedding_rows_unchanged"),
         "passed": ("bool", "whether the claim held on this run"),
-        "data": ("object", "what was measured. causal_mask: {change_at, original: {id, text}, replacement: {id, text}, max_abs_change: [per position], earlier_unchanged}; weights_unchanged: {checksum_before, checksum_after, abs_sum_before, abs_sum_after, parameters} (float64 sums of every parameter, at load and after the run); embedding_rows_unchanged: {rows: [{position, id, norm_before, norm_after}], max_abs_change}"),
+        "data": ("object", "what was measured. causal_mask: {change_at, original: {id, text}, replacement: {id, text}, max_abs_change: [per position], earlier_unchanged, measured_ms (its device calls and the decode ticks between them: it runs after the first token), reused (true: the same prompt was checked lately on this model, so its result is sent without running again)}; weights_unchanged: {checksum_before, checksum_after, abs_sum_before, abs_sum_after, parameters} (float64 sums of every parameter, at load and after the run); embedding_rows_unchanged: {rows: [{position, id, norm_before, norm_after}], max_abs_change}"),
     },
     "serving": {
         "type": ("str", "\"serving\""), "schema_version": ("int", ""),

@@ -24,10 +24,14 @@ def stories_model(settings):
 
 @pytest.fixture(autouse=True)
 def fresh_cache():
-    """Each test starts with an empty cache: rate buckets and login failures of one test never reach the next."""
+    """Each test starts with empty caches: rate buckets, login failures and causal-mask results of one test never
+    reach the next."""
     from django.core.cache import cache
 
+    from explainer.services.run import after_run_checks
+
     cache.clear()
+    after_run_checks.CHECKED.clear()  # a prompt checked by an earlier test is checked afresh
 
 
 @pytest.fixture(autouse=True)

@@ -36,3 +36,10 @@ def test_two_visitors_run_without_errors():
     assert report["targets"]["at_visitors"] == 2 and set(report["targets"]["met"]) == {
         "errors", "tokens_per_s_vs_1", "itl_p95_over_p50"}
     assert report["targets"]["met"]["errors"] is True
+    for run in report["runs"]:  # vLLM's serving metrics: every request completed, each metric measured
+        serving = run["serving"]
+        assert serving["completed"] == run["visitor_runs"] and serving["met_slo"] <= serving["completed"]
+        for name in ("ttft_ms", "itl_ms", "tpot_ms", "e2e_ms"):
+            assert serving[name]["median"] > 0 and serving[name]["mean"] > 0, name
+        assert serving["e2e_ms"]["median"] >= serving["ttft_ms"]["median"]  # the last token comes after the first
+        assert serving["slo"] == {"ttft_ms": 1000.0, "tpot_ms": 200.0}

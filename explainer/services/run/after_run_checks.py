@@ -1,6 +1,9 @@
 """The article's "what did not happen" checks, measured on the visitor's own run."""
 import asyncio
+import copy
+import time
 import weakref
+from collections import OrderedDict
 from functools import partial
 
 import torch
@@ -9,6 +12,10 @@ from explainer.services.device.executors import run_on
 from inference import article_checks
 from inference.capture_records import piece
 from inference.wire.builders import check_payload as check_message
+
+
+CHECKED_MOST = 64  # causal-mask results kept, by model and prompt: a room on one prompt runs the check once
+CHECKED: OrderedDict = OrderedDict()  # (model, spec, dtype, prompt ids) -> the result, least recently used first
 
 
 def causal_mask(session) -> dict:
@@ -49,23 +56,31 @@ class Chunk:
 def causal_calls(session):
     """The check as device calls of at most one prefill chunk each (yielded; each call's result is sent back):
     a prefill that ran in chunks has its twin fed through the same chunks, so positions before the change see
-    exactly the computation the run's own prefill did."""
+    exactly the computation the run's own prefill did. A prompt checked lately on this model is not run again."""
     change = causal_change(session)
     if change is None:
         return no_change()
     position, replacement = change
-    own, twin, sizes = session.prefill_hidden, session.causal_twin, session.prefill_chunked
-    session.prefill_hidden = session.causal_twin = None  # the run's own prefill (and its twin), then freed
-    ids = session.prompt.ids
+    own, sizes, batched = session.prefill_hidden, session.prefill_chunked, session.prefill_batched
+    session.prefill_hidden = None  # the run's own prefill residuals, then freed
+    key = (id(session.model), session.description.spec, session.description.dtype, tuple(session.prompt.ids))
+    if (known := CHECKED.get(key)) is not None:
+        CHECKED.move_to_end(key)
+        return causal_message(session, {**copy.deepcopy(known), "reused": True})
+    ids, twin, started = session.prompt.ids, None, time.perf_counter()
     if own is not None and sizes:
         feed = article_checks.ResidualPass(session.loaded, ids[:position] + [replacement] + ids[position + 1:], sizes)
         for size in sizes:
             yield Chunk(feed.feed, size)
         twin = feed.result()
     result = yield partial(article_checks.causal_mask_check, session.loaded, ids, position, replacement, own, twin)
-    if twin is not None and not sizes and not result["earlier_unchanged"]:  # rows of one batch disagreed: lone passes decide
+    if batched and own is not None and not result["earlier_unchanged"]:  # a batch row against a lone pass: lone passes decide
         result = yield partial(article_checks.causal_mask_check, session.loaded, ids, position, replacement)
-    return causal_message(session, result)
+    result["measured_ms"] = round((time.perf_counter() - started) * 1e3, 3)  # its own device calls and the waits between
+    CHECKED[key] = copy.deepcopy(result)
+    while len(CHECKED) > CHECKED_MOST:
+        CHECKED.popitem(last=False)
+    return causal_message(session, {**result, "reused": False})
 
 
 def causal_change(session) -> tuple[int, int] | None:

@@ -3,6 +3,7 @@ chunks) and checked, all while the socket can still read a stop. Mixed into Visi
 from __future__ import annotations
 
 import asyncio
+import logging
 import weakref
 
 from django.conf import settings
@@ -26,6 +27,7 @@ from inference.sampling import SamplingParams, with_fresh_seed
 
 COUNTS_PER_S, COUNTS_BURST = 4, 8  # `tokenize` answers a socket may have (the page asks once typing pauses)
 CHARS_PER_TOKEN = 64  # more characters than this per allowed token cannot fit: refused before tokenizing
+log = logging.getLogger(__name__)
 OPEN_RUNS: weakref.WeakSet = weakref.WeakSet()  # runs whose GenerationSession is open
 
 
@@ -149,15 +151,29 @@ class Opening:
             if prefill is None:
                 return False
             await self.send(prefill)
-            if self.control.state != STOPPING:  # a run stopped during its prefill has no use for the check
-                await self.send(await after_run_checks.causal_mask_on(self.device, self.session, self.address))
             self.rows_before = await run_on(self.device, after_run_checks.embedding_rows, self.session, owner=self.address)
+            if self.control.state != STOPPING:  # off the first token's path: decode ticks run between its calls
+                self.checking = asyncio.create_task(self._causal_check(self.session))
         finally:
             self.control.set_computing(False)
         self.control.prefilled()
         await self.send(status(self.control.after_prefill))  # the start's answer: what it asked for
         await self._flush()  # then what pause/resume said meanwhile
         return True
+
+    async def _causal_check(self, session) -> None:
+        """The causal-mask check of this prompt, sent as `check` when it is in (before the run's `done`)."""
+        try:
+            check = await after_run_checks.causal_mask_on(self.device, session, self.address)
+        except Exception:  # noqa: BLE001 - the run goes on without this check; the log says why
+            log.exception("causal-mask check failed")
+            return
+        await self.reply(check)
+
+    async def _checked(self) -> None:
+        """Wait for the run's causal-mask check to be out (the run's `done` comes after it)."""
+        if self.checking is not None and not self.checking.done():
+            await asyncio.wait({self.checking})
 
     def _prefilling(self) -> dict:
         """The prefill's progress: prompt tokens in the cache so far, of the prompt's (one status per chunk)."""

@@ -38,6 +38,7 @@ class VisitorRun(Opening, OnDemandAnswers):
         self.window = limits.OutboundWindow(settings.EXPLAINER_OUTBOUND_WINDOW, settings.EXPLAINER_UNACKED_MAX)
         self.session: GenerationSession | None = None
         self.task: asyncio.Task | None = None
+        self.checking: asyncio.Task | None = None  # the causal-mask check, after the prefill (Opening._causal_check)
         self.control = RunControl()
         self.deferred: list[dict] = []  # replies waiting behind the frame in flight
         self.holds_slot = False
@@ -161,6 +162,8 @@ class VisitorRun(Opening, OnDemandAnswers):
             self.session.stop()  # here, between steps: no step in flight can overwrite it
         self.control.finish()
         await self._flush()
+        await self._checked()  # the prefill's check, if still computing, goes out before `done`
+        await self._flush()
         await self.send(self.session.done_payload())
         weights_before = model_registry.initial_checksum()
         weights_after = await after_run_checks.weights_after_run(self.device, self.session.model)
@@ -248,6 +251,8 @@ class VisitorRun(Opening, OnDemandAnswers):
         try:
             self.control.reset()
             self.opened.set()
+            if self.checking and not self.checking.done():
+                self.checking.cancel()
             if self.task and not self.task.done():
                 self.task.cancel()
                 try:
