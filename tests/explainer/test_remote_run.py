@@ -173,3 +173,23 @@ async def test_frames_from_a_worker_that_is_not_the_sessions_never_reach_the_pag
     await run.on_worker_frame({"frame": {"type": "error", "code": "no_run"}, "worker": "inference-0"})
     await run.on_worker_frame({"frame": {"type": "step", "step": 1}, "worker": "inference-1"})
     assert sent == [{"type": "step", "step": 1}]
+
+
+async def test_a_count_before_any_run_is_answered_by_a_worker_and_holds_none():
+    """The page counts the prompt as soon as its socket opens (issue 24): with workers, some live worker answers it,
+    and no worker is kept for the socket (so a worker dying later tells this page nothing); with none alive, the
+    count says why in its own message, never as an `error` on the page's banner."""
+    comm = await connect()
+    try:
+        await comm.send_json_to({"type": "tokenize", "text": "Once upon a time", "seq": 3})
+        alone = (await until(comm, "tokenized", timeout=10))[-1]
+        assert alone["tokens"] is None and alone["error"]["code"] == "no_worker"
+        worker = start_worker()
+        try:
+            await comm.send_json_to({"type": "tokenize", "text": "Once upon a time", "seq": 4})
+            counted = (await until(comm, "tokenized", timeout=30))[-1]
+            assert counted["seq"] == 4 and counted["tokens"] > 0 and "error" not in counted
+        finally:
+            worker.cancel()
+    finally:
+        await comm.disconnect()

@@ -122,8 +122,9 @@ class Opening:
     async def tokenize(self, message: dict) -> None:
         """The prompt's token count while the visitor types (`tokenized`): the tokenizer alone, no slot, no run. A
         prompt it cannot count is answered in `tokenized.error` (the page's count line shows it, not its banner)."""
-        seq = integer(message, "seq", 0, 2**53, required=False)
+        seq = None  # echoed only when it is valid
         try:
+            seq = integer(message, "seq", 0, 2**53, required=False)
             if (wait := self.counting.take()) > 0:
                 raise RateLimited(round(wait, 2))
             fields = prompt_fields({**message, "params": {}})

@@ -15,7 +15,7 @@ from channels.layers import get_channel_layer
 from django.conf import settings
 
 from explainer.protocol import ProtocolError
-from explainer.messages import error_payload, status_payload
+from explainer.messages import error_payload, status_payload, tokenized_payload
 
 log = logging.getLogger(__name__)
 PING_EVERY_S = 1.0
@@ -71,11 +71,16 @@ class RemoteRun:
             message = self.outbox.get_nowait()
             try:
                 await self._deliver(message)
-            except ProtocolError as exc:
-                await self.send(exc.as_message())
+            except ProtocolError as exc:  # a count that could not be asked is the count line's news, not the banner's
+                await self.send({**tokenized_payload(None), "error": exc.as_message()} if message["type"] == "tokenize"
+                                else exc.as_message())
 
     async def _deliver(self, message: dict) -> None:
         """A start picks the least busy live worker; everything else goes to the session's worker."""
+        if message["type"] == "tokenize" and self.worker is None:  # a count needs no session: any live worker, kept by none
+            await self._send_to(await self._choose_worker(), {"type": "visitor.frame", "reply": self.channel_name,
+                                                              "message": message})
+            return
         if message["type"] == "start" or (self.worker is None and message["type"] == "measure"):
             await self._release_worker()
             self.worker = await self._choose_worker()
@@ -113,7 +118,9 @@ class RemoteRun:
             if pong["worker"] == self.worker:
                 self.heard = time.monotonic()
             return
-        if self.worker is not None and event.get("worker", self.worker) == self.worker:
+        if event["frame"].get("type") == "tokenized":  # a count, from whichever worker was asked (the run's or any)
+            await self.send(event["frame"])
+        elif self.worker is not None and event.get("worker", self.worker) == self.worker:
             self.heard = time.monotonic()
             await self.send(event["frame"])
         # else: a restarted worker answering messages queued for its previous life (this session lives on
