@@ -21,8 +21,10 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from fairness import SENTENCE, connect  # noqa: E402
 from load import start_server, stop_server  # noqa: E402
+from inference.wire.framing import join_message  # noqa: E402
 
 TARGET = 1.2  # TTFT / (prefill pass + one decode step)
 
@@ -38,6 +40,8 @@ async def one_run(url: str, prompt: str, tokens: int) -> dict:
         while "done" not in seen:
             message = await ws.recv()
             at = (time.perf_counter() - sent) * 1e3
+            if message.get("parts"):  # a message larger than the send cap: its parts follow at once
+                message = join_message([message] + [await ws.recv() for _ in range(message["parts"])])
             kind = message["type"]
             if kind == "error":
                 raise SystemExit(f"the server refused the run: {message}")
@@ -53,7 +57,7 @@ async def one_run(url: str, prompt: str, tokens: int) -> dict:
         return {"prompt_tokens": len(prefill["tokens"]), "prefill_arrived_ms": seen["prefill"], "ttft_ms": seen["step 1"],
                 "check_arrived_ms": seen.get("check"), "check_ms": (seen.get("check_data") or {}).get("measured_ms"),
                 "check_after_steps": sum(1 for k, v in seen.items() if k.startswith("step ") and v < seen.get("check", 0)),
-                "prefill_pass_ms": prefill["timing"]["forward_ms"], "decode_step_ms": steps[2]["timing"]["forward_ms"],
+                "prefill_pass_ms": prefill["timing"]["forward_ms"], "prefill_capture_ms": prefill["timing"]["capture_ms"], "decode_step_ms": steps[2]["timing"]["forward_ms"],
                 "server_ttft_ms": seen["done_payload"]["timing"]["ttft_ms"]}
     finally:
         await ws.close()
@@ -64,8 +68,9 @@ async def main(args) -> dict:
     with tempfile.TemporaryDirectory() as workdir:
         proc, url = start_server(args, 4, Path(workdir))
         try:
-            await one_run(url, prompt, 3)  # warm-up: the first request pays for lazy loading
-            runs = [await one_run(url, prompt, args.tokens) for _ in range(args.repeats)]
+            await one_run(url, "Warm-up. " + prompt, 3)  # the first request pays for lazy loading
+            # A prompt of its own each run: a prompt checked lately would have its causal-mask check reused.
+            runs = [await one_run(url, f"Run {n + 1}. " + prompt, args.tokens) for n in range(args.repeats)]
         finally:
             stop_server(proc)
     median = {k: statistics.median(r[k] for r in runs) for k in runs[0] if isinstance(runs[0][k], (int, float))}
@@ -89,7 +94,7 @@ def parser() -> argparse.ArgumentParser:
 def print_table(result: dict) -> None:
     m = result["median"]
     print(f"{result['model']}: {m['prompt_tokens']:.0f}-token prompt, median of {len(result['runs'])} lone runs")
-    for key in ("prefill_pass_ms", "decode_step_ms", "prefill_arrived_ms", "ttft_ms", "server_ttft_ms", "check_arrived_ms", "check_ms"):
+    for key in ("prefill_pass_ms", "prefill_capture_ms", "decode_step_ms", "prefill_arrived_ms", "ttft_ms", "server_ttft_ms", "check_arrived_ms", "check_ms"):
         if key in m:
             print(f"  {key:20} {m[key]:9.1f}")
     print(f"  TTFT / (prefill pass + one decode step) = {m['ttft_ms']:.1f} / {result['work_ms']:.1f} = {result['ratio']:.2f} "
