@@ -72,6 +72,10 @@ def test_every_serving_diagram_draws_its_measurement(page, site_url):
     # (a) nothing is measured before its section is on screen; the timeline is drawn from the run itself.
     assert not [f for f in sent if f.get("type") == "measure"]
     assert float(attr(page, "he-timeline", "data-ttft-ms")) == steps[0]["timing"]["ttft_ms"]
+    # the causal-mask check, run after the first token (issue 24): its own time beside the wait for that token
+    causal = next(c for c in run["check"] if c["name"] == "causal_mask")
+    assert float(attr(page, "he-timeline", "data-check-ms")) == causal["data"]["measured_ms"]
+    expect(page.locator("he-timeline")).to_contain_text("causal-mask check")
 
     frame = measure(page, frames, "he-timeline", "prefill_decode")
     assert frame["type"] == "serving", frame

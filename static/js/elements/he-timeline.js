@@ -14,6 +14,14 @@ const KINDS = {
   sampling: ["he-t-sampling", "sampling (processors, softmax, draw)"],
 };
 
+/** What the causal-mask check cost, and where it ran: after the first token, so it is not in the wait for it. */
+function checkTitle(check) {
+  if (!check) return "the causal-mask check (the mask section) runs after the first token, between decode steps: not yet in";
+  if (check.reused) return "the causal-mask check: this prompt was checked lately on this model, so its result was sent without running again";
+  return `check.data.measured_ms = ${check.measured_ms} ms: the causal-mask check's own passes and the decode steps between them; `
+    + "it runs after the first token, so it is not part of the time to first token";
+}
+
 class HeTimeline extends SteppedElement {
   render(rs) {
     this.measure ??= new Measure(this, "prefill_decode", { label: "Measure prefill vs decode on this server" });
@@ -81,6 +89,8 @@ class HeTimeline extends SteppedElement {
       cols.append(col);
     }
 
+    const check = rs.checks?.causal_mask?.data;
+    if (Number.isFinite(check?.measured_ms)) this.dataset.checkMs = String(check.measured_ms); else delete this.dataset.checkMs;
     const last = rs.lastStep?.timing;
     const d = rs.done?.timing;
     const n = rs.done?.steps ?? steps.length;
@@ -92,6 +102,7 @@ class HeTimeline extends SteppedElement {
       ["decode pass (median)", ms(median), `median forward_ms of ${decodes.length} decode steps, one token each`],
       ["time per output token", ms(d?.tpot_ms), d?.tpot_ms != null ? `done.timing.tpot_ms = (end-to-end ${fmt(d.total_ms)} − TTFT ${fmt(d.ttft_ms)}) / (${n} − 1) = ${fmt(d.tpot_ms)} ms` : "after the run ends, with at least 2 tokens"],
       ["tokens / s", last?.tokens_per_s != null ? fmt(last.tokens_per_s, 1) : "–", `the run's last step's timing.tokens_per_s = ${last?.tokens_per_s ?? "–"}: decode tokens per second over the whole run`],
+      ["causal-mask check", check?.reused ? "reused" : ms(check?.measured_ms), checkTitle(check)],
     ], line);
     this.runPart.replaceChildren(tiles, bar, axis, ...(untimed ? [untimed] : []), legend(Object.values(KINDS)),
       el("p", { class: "he-col-sub" }, "Each forward pass, prefill (P) then decode steps, on one scale:"), cols, line,
