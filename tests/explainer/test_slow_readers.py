@@ -39,12 +39,16 @@ def rss(pid: int) -> int:
 
 
 async def open_paused_run(server, **options):
-    """A socket with a paused run on the long prompt, everything up to the `paused` status read."""
+    """A socket with a paused run on the long prompt, everything up to the `paused` status and the causal-mask
+    check (it runs after the prefill, so it may come after the status) read."""
     ws = await ws_connect(server.ws_url, origin=server.origin, proxy=None, max_size=None, compression=None, **options)
     assert json.loads(await ws.recv())["state"] == "ready"
     await ws.send(json.dumps({"type": "start", "text": PROMPT, "paused": True, "params": {"seed": 1, "max_new_tokens": 4}}))
-    while json.loads(await ws.recv()).get("state") != "paused":
-        pass
+    paused = checked = False
+    while not (paused and checked):
+        message = json.loads(await ws.recv())
+        paused = paused or message.get("state") == "paused"
+        checked = checked or message.get("type") == "check"
     return ws
 
 
