@@ -14,6 +14,7 @@ export class WorkshopFollow {
   #onChange = () => {};
   #own = null; // the visitor's own prompt and parameters, put back when they go on alone
   #last = null; // the last `workshop` message
+  #drawn = null; // what the banner says now (its text, toggle and notes): redrawn only when that changes
 
   /** Construct before the page listens to the client: this state is current when the page redraws. */
   constructor(client) {
@@ -24,6 +25,7 @@ export class WorkshopFollow {
   /** The banner element to fill and the parameters fieldset to pin. */
   bind(banner, params, onChange = () => {}) {
     this.#banner = banner;
+    this.#drawn = null; // a new element: drawn afresh
     this.#params = params;
     this.#onChange = onChange;
     if (this.#last) this.#render();
@@ -51,8 +53,18 @@ export class WorkshopFollow {
       ? (msg.host_live ? "Following the host's run: your page shows it step by step." : "Following the host: waiting for their next run.")
       : (msg.host_live ? "The host is broadcasting a run." : "Workshop: follow the host to see their runs on your page.");
     const notes = this.#notes(msg);
-    this.#banner.replaceChildren();
     this.#banner.hidden = false;
+    // Redrawn only when what it says changes: the room's news comes often (every status of the host's run), and
+    // a button replaced between a press and its release takes no click.
+    const drawn = JSON.stringify([text, this.following, this.ownRunsAllowed, notes]);
+    if (drawn !== this.#drawn) this.#draw(text, notes, drawn);
+    this.#showHostPrompt();
+    this.#pin(msg.pins || {});
+  }
+
+  #draw(text, notes, drawn) {
+    this.#drawn = drawn;
+    this.#banner.replaceChildren();
     this.#banner.dataset.following = String(this.following);
     const button = document.createElement("button");
     button.type = "button";
@@ -70,8 +82,6 @@ export class WorkshopFollow {
       line.textContent = note;
       this.#banner.append(line);
     }
-    this.#showHostPrompt();
-    this.#pin(msg.pins || {});
   }
 
   /** While following, the prompt box shows the host's prompt and parameters, read-only; then the visitor's again. */
