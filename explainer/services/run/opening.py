@@ -39,6 +39,13 @@ def too_long(prompt, loaded) -> str:
             f"short (the model's own context window is {loaded.description.context_window:,} tokens)")
 
 
+def validated(fields: dict) -> dict:
+    """The fields with their messages or text checked (prompt_fields made sure exactly one of the two is there)."""
+    if fields["text"] is None:
+        return {**fields, "messages": validate_messages(fields["messages"])}
+    return {**fields, "text": validate_text(fields["text"])}
+
+
 def live_sessions() -> int:
     """How many runs in this process hold an open GenerationSession (the leak check's figure)."""
     return len(OPEN_RUNS)
@@ -54,11 +61,7 @@ class Opening:
         # Refuse bad parameters, messages and prompt lengths before taking a slot or touching the model.
         # No seed: a fresh one, sent back in the session payload's params so the visitor can reproduce the run.
         params = SamplingParams.from_dict(with_fresh_seed(fields["params"]), max_new_tokens_cap=settings.EXPLAINER_MAX_NEW_TOKENS)
-        if fields["text"] is None:  # prompt_fields made sure exactly one of the two is there
-            fields["messages"] = validate_messages(fields["messages"])
-        else:
-            fields["text"] = validate_text(fields["text"])
-        loaded, prompt = await self._tokenized(fields)  # refused here, before a slot is taken
+        loaded, prompt = await self._tokenized(validated(fields))  # refused here, before a slot is taken
         if (refused := generating.refusal(slots, self.address)) is not None:
             await self.send(busy_payload(refused, 5))
             return
@@ -127,12 +130,7 @@ class Opening:
             seq = integer(message, "seq", 0, 2**53, required=False)
             if (wait := self.counting.take()) > 0:
                 raise RateLimited(round(wait, 2))
-            fields = prompt_fields({**message, "params": {}})
-            if fields["text"] is None:
-                fields["messages"] = validate_messages(fields["messages"])
-            else:
-                fields["text"] = validate_text(fields["text"])
-            loaded, prompt = await self._read(fields)
+            loaded, prompt = await self._read(validated(prompt_fields({**message, "params": {}})))
         except (ProtocolError, PromptError) as exc:
             await self.reply({**tokenized_payload(seq), "error": as_error(exc)})
             return
@@ -140,11 +138,11 @@ class Opening:
                                            loaded.description.context_window))
 
     async def _open(self, loaded, prompt, params: SamplingParams) -> bool:
-        """prefilling: prefill and the causal-mask check; then running or paused as asked (or stopping). False
-        when a stop came between the prompt's chunks: the prefill ended there."""
+        """prefilling (computing since start): the prefill, then the causal-mask check started off the first
+        token's path; then running or paused as asked (or stopping). False when a stop came between the prompt's
+        chunks: the prefill ended there."""
         self.session = GenerationSession(loaded, prompt, params, prefill_chunk=settings.EXPLAINER_PREFILL_CHUNK or None)
         OPEN_RUNS.add(self)
-        self.control.set_computing(True)
         try:
             await self.send(self.session.session_payload())
             await self.send(self._prefilling())
@@ -207,9 +205,9 @@ class Opening:
             tokens = executor.chunk_tokens(most)
             if not await run_on(self.device, self.session.prefill_part, tokens, owner=self.address, tokens=tokens):
                 break
-            if opening and self.control.state == STOPPING:
-                return None
             if opening:
+                if self.control.state == STOPPING:
+                    return None
                 await self.send(self._prefilling())
         left = len(self.session.ids) - self.session.fed
         return await run_on(self.device, last, *args, owner=self.address, tokens=left if self.session.pending is None else 0)
