@@ -46,7 +46,7 @@ class Feed extends EventTarget {
     this.elements.add(element);
     element.addEventListener("he-request", (event) => {
       event.stopPropagation();
-      if (event.detail) this.request(event.detail);
+      if (event.detail) { const { auto, ...message } = event.detail; this.request(message); } // `auto`: asked on sight
     });
     customElements.whenDefined(element.localName).then(() => { if (this.ready) element.data = this.state; });
   }

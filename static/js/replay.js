@@ -45,8 +45,9 @@ export async function fetchJson(url) {
 
 /**
  * The examples shipped with the article (static/examples/index.json, written by `manage.py record_examples`):
- * a note naming the model and a <select> inside `bar`. `onPick(recording, byVisitor)` draws one and returns
- * whether it did; a later pick wins over a slower earlier one.
+ * a note naming the model and a <select> inside `bar`. `onPick(recording, byVisitor, whole)` draws one and returns
+ * whether it did; a later pick wins over a slower earlier one. The first paint draws the first example's
+ * `first_paint` file (no per-step attention rows); its whole file replaces it (`whole` true) at the first scroll.
  */
 export class ExamplePicker {
   constructor(bar, indexUrl, onPick) {
@@ -77,7 +78,8 @@ export class ExamplePicker {
     const entry = this.entries.find((e) => e.id === id);
     if (!entry) return;
     const ticket = ++this.ticket;
-    const recording = await fetchJson(new URL(entry.file, this.indexUrl));
+    const light = !byVisitor && entry.first_paint;
+    const recording = await fetchJson(new URL(light || entry.file, this.indexUrl));
     if (ticket !== this.ticket) return;
     if (!this.onPick(recording, byVisitor)) { // a live run came first: the list stays, with nothing picked yet
       this.select.selectedIndex = -1;
@@ -89,6 +91,15 @@ export class ExamplePicker {
     this.note.textContent = `This is a recorded example run of ${model}; press Play to run it live.`;
     this.bar.dataset.example = id;
     this.bar.hidden = false;
+    if (light) this.#wholeLater(entry, ticket);
+  }
+
+  /** The whole example once the visitor first scrolls, presses or types: not part of the first paint. */
+  async #wholeLater(entry, ticket) {
+    await firstInteraction();
+    if (ticket !== this.ticket) return; // another pick, or a live run, came first
+    const whole = await fetchJson(new URL(entry.file, this.indexUrl));
+    if (ticket === this.ticket) this.onPick(whole, false, true);
   }
 
   /** A live run replaced the example; a pick still in flight must not bring it back. The picker stays. */
@@ -98,4 +109,14 @@ export class ExamplePicker {
     this.select.selectedIndex = -1; // so that picking any example, the last one too, is a change
     this.note.textContent = "Your live run is drawn below; pick an example to look at a recorded run instead.";
   }
+}
+
+const INTERACTIONS = ["scroll", "wheel", "pointerdown", "keydown", "touchstart"];
+
+/** Resolves at the visitor's first scroll, press or key on the page (an autofocus is not one). */
+function firstInteraction() {
+  return new Promise((resolve) => {
+    const done = () => { for (const type of INTERACTIONS) removeEventListener(type, done, true); resolve(); };
+    for (const type of INTERACTIONS) addEventListener(type, done, { capture: true, passive: true });
+  });
 }

@@ -27,7 +27,7 @@ export class RunView {
       // Serving measurements describe the server, not the run: a new run keeps them.
       case "session": Object.assign(this, new RunView(), { session: msg, forkable: this.forkable, serving: this.serving, servingProgress: this.servingProgress, servingBusy: this.servingBusy }); break;
       case "prefill": this.prefill = msg; this.steps = []; this.done = null; break;
-      case "step": this.steps.length = msg.step - 1; this.steps.push(msg); this.done = null; break;
+      case "step": this.steps.length = msg.step - 1; this.steps.push(msg); this.done = null; this.#dropDetailsFrom(msg.step); break;
       // A stop cuts the run at the client's last step + 1: steps already on their way are not part of it.
       case "done": this.done = msg; this.steps.length = Math.min(this.steps.length, msg.steps); break;
       case "detail": this.details[detailKey(msg)] = msg; break;
@@ -43,6 +43,11 @@ export class RunView {
     if (msg.type !== "error" && msg.type !== "busy") this.busy = null;
     this.version += 1;
     return true;
+  }
+
+  /** A fork's step n replaces the branch from n on: the details asked of the old steps n … no longer hold. */
+  #dropDetailsFrom(step) {
+    for (const [key, detail] of Object.entries(this.details)) if (detail.step >= step) delete this.details[key];
   }
 
   get lastStep() { return this.steps[this.steps.length - 1] || null; }

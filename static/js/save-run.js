@@ -1,6 +1,7 @@
 // "Save run": post the messages this page received for the current run to /api/runs, show the permalink.
 
-const RECORDED = new Set(["session", "prefill", "step", "done", "check"]);
+// `detail`: what the visitor asked for (every layer's lens of a step, a full attention matrix), so a replay has it too.
+const RECORDED = new Set(["session", "prefill", "step", "done", "check", "detail"]);
 
 function csrfToken() {
   return document.cookie.split("; ").find((c) => c.startsWith("csrftoken="))?.split("=")[1] ?? "";

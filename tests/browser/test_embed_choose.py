@@ -55,6 +55,16 @@ def example(name: str) -> dict:
     return json.loads((ROOT / "static/examples" / f"{name}.json").read_text())
 
 
+def live_lens(recording: dict) -> str:
+    """The recording as a live SmolLM2 run sends it (the lens of the last layer only; the examples have every
+    layer), as JSON safe inside a <script> element."""
+    trimmed = json.loads(json.dumps(recording))
+    for p in trimmed["payloads"]:
+        if p["type"] in ("prefill", "step"):
+            p["lens"] = p["lens"][-1:]
+    return json.dumps(trimmed).replace("</", "<\\/")
+
+
 def steps_of(recording: dict) -> list[dict]:
     return [p for p in recording["payloads"] if p["type"] == "step"]
 
@@ -129,7 +139,8 @@ def test_layer_and_head_pick_the_attention_matrix_and_the_lens_row(page, blog):
     lens_row = next(r for r in step2["lens"])
     body = (f'<he-attention example="hot" layer="{layer}" head="{head}"></he-attention>'
             f'<he-layers example="hot" step="2" layer="{lens_row["layer"] + 1}" id="read"></he-layers>'
-            f'<he-layers example="hot" step="2" layer="3" id="unread"></he-layers>')
+            f'<he-layers src="#live-lens" step="2" layer="3" id="unread"></he-layers>'
+            f'<script type="application/json" id="live-lens">{live_lens(hot)}</script>')
     page.goto(blog("layers.html", page_html(body)))
     page.wait_for_selector("he-attention[data-layers]", timeout=20_000)
     attention = page.locator("he-attention")

@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from explainer.management.commands.record_examples import (EXAMPLES, MAX_FILE_BYTES, MAX_WIRE_BYTES, MODEL_SPEC,
+from explainer.management.commands.record_examples import (EXAMPLES, FIRST_PAINT_WIRE_BYTES, HEAVY_STEP_ATTENTION,
+                                                          MAX_FILE_BYTES, MAX_WIRE_BYTES, MODEL_SPEC,
                                                           load_example_model, record)
 from explainer.services import recordings
 from inference.wire.schema import SCHEMA_VERSION
@@ -23,9 +24,34 @@ def test_index_lists_every_example_with_the_default_prompt_first():
     assert [e["id"] for e in INDEX] == [e["id"] for e in EXAMPLES]
     assert len(INDEX) >= 3
     assert INDEX[0]["prompt"] == "The mole on my face may need a biopsy. Explain this simply."
-    for entry in INDEX:
-        assert set(entry) == {"id", "title", "prompt", "file"}
+    for n, entry in enumerate(INDEX):
+        assert set(entry) == {"id", "title", "prompt", "file"} | ({"first_paint"} if n == 0 else set())
         assert (FOLDER / entry["file"]).is_file()
+
+
+def test_the_first_paint_file_is_the_first_example_less_each_steps_attention_rows():
+    whole, light = shipped(INDEX[0]), json.loads((FOLDER / INDEX[0]["first_paint"]).read_bytes())
+    assert len(gzip.compress((FOLDER / INDEX[0]["first_paint"]).read_bytes())) <= FIRST_PAINT_WIRE_BYTES
+    assert len(light["payloads"]) == len(whole["payloads"])
+    for a, b in zip(whole["payloads"], light["payloads"]):
+        if a["type"] != "step":
+            assert a == b
+            continue
+        assert {k: v for k, v in a.items() if k != "attention"} == {k: v for k, v in b.items() if k != "attention"}
+        assert b["attention"] == {k: v for k, v in a["attention"].items() if k not in HEAVY_STEP_ATTENTION}
+        assert set(b["attention"]) == {"mode", "keys"}
+
+
+@pytest.mark.parametrize("entry", INDEX, ids=[e["id"] for e in INDEX])
+def test_example_runs_to_its_end_with_the_lens_at_every_layer(entry):
+    data = shipped(entry)
+    steps = [p for p in data["payloads"] if p["type"] == "step"]
+    done = next(p for p in data["payloads"] if p["type"] == "done")
+    assert done["stop_reason"] == "eos" or len(steps) == data["params"]["max_new_tokens"] == 64
+    layers = data["payloads"][0]["model"]["layers"]
+    prefill = next(p for p in data["payloads"] if p["type"] == "prefill")
+    for payload in [prefill, *steps]:
+        assert [row["layer"] for row in payload["lens"]] == list(range(layers))
 
 
 @pytest.mark.django_db

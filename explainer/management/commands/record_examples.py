@@ -23,25 +23,26 @@ from inference.prompting import build_prompt, validate_messages
 from inference.sampling import SamplingParams
 
 MODEL_SPEC = "smollm2-135m-instruct"  # the model `make run` serves: the first paint shows a real model's run
-MAX_FILE_BYTES = 1_500_000  # the page fetches the first example before anything else: keep it light
-MAX_WIRE_BYTES = 400_000  # gzipped; the first example is held to the first paint's 400 KB in tests/browser
-# The article's form defaults (templates/index.html): the first example is what Play would run unchanged.
+MAX_FILE_BYTES = 2_600_000  # a whole example: 64 steps of SmolLM2 with every head's attention row and the full lens
+MAX_WIRE_BYTES = 1_300_000  # gzipped, what a visitor who picks an example (or an embed of it) downloads
+# The first paint loads the first example without each step's attention rows (its "first paint" file, index.json's
+# `first_paint`), held to the first paint's 400 KB in tests/browser; the whole file follows on the first scroll.
+FIRST_PAINT_WIRE_BYTES = 260_000
+HEAVY_STEP_ATTENTION = ("mean", "heads", "top_keys", "top_weights")  # ~26 KB a step, ~80% of a step's bytes
+# The article's form defaults (templates/index.html): the first example is what Play would run unchanged, to its
+# natural end (eos) or the form's max_new_tokens, as every example.
 PAGE_PARAMS = {"temperature": 0.7, "top_k": 0, "top_p": 1.0, "min_p": 0.0, "repetition_penalty": 1.0,
                "presence_penalty": 0.0, "frequency_penalty": 0.0, "max_new_tokens": 64, "seed": 0}
-# Each SmolLM2 step sends 30 layers × 9 heads of attention (~50 KB, ~26 KB gzipped): the first example, which the
-# first paint loads, stays short; the others load only when picked.
-FIRST_PAINT_NEW_TOKENS = 4
-EXAMPLE_NEW_TOKENS = 8
 EXAMPLES = [
     {"id": "biopsy", "title": "The article's prompt (temperature 0.7, seed 0)",
      "messages": [{"role": "user", "content": "The mole on my face may need a biopsy. Explain this simply."}],
-     "params": {**PAGE_PARAMS, "max_new_tokens": FIRST_PAINT_NEW_TOKENS}},
+     "params": PAGE_PARAMS},
     {"id": "greedy", "title": "Greedy decoding (temperature 0): always the top token",
      "messages": [{"role": "user", "content": "The rash on my arm may need a skin test. Explain this simply."}],
-     "params": {**PAGE_PARAMS, "temperature": 0.0, "max_new_tokens": EXAMPLE_NEW_TOKENS}},
+     "params": {**PAGE_PARAMS, "temperature": 0.0}},
     {"id": "hot", "title": "A hot sampler (temperature 1.5): the long tail gets picked",
      "messages": [{"role": "user", "content": "What does mole mean?"}],
-     "params": {**PAGE_PARAMS, "temperature": 1.5, "max_new_tokens": EXAMPLE_NEW_TOKENS}},
+     "params": {**PAGE_PARAMS, "temperature": 1.5}},
 ]
 
 
@@ -55,12 +56,14 @@ def load_bundled() -> LoadedModel:
     return load_example_model("bundled")
 
 
-def record(loaded: LoadedModel, messages: list[dict], params: dict, model_spec: str = MODEL_SPEC) -> dict:
-    """One run with every payload a live run sends, as a recording (the body POST /api/runs takes)."""
+def record(loaded: LoadedModel, messages: list[dict], params: dict, model_spec: str = MODEL_SPEC,
+           lens: str = "all") -> dict:
+    """One run with every payload a live run sends, as a recording (the body POST /api/runs takes). `lens`
+    "all": every step carries the logit lens at every layer (a replay cannot ask the server for it)."""
     sampling = SamplingParams.from_dict(params, max_new_tokens_cap=settings.EXPLAINER_MAX_NEW_TOKENS)
     prompt = build_prompt(loaded.tokenizer, messages=validate_messages(messages))
     weights_before = weights_checksum(loaded.model)
-    session = GenerationSession(loaded, prompt, sampling)
+    session = GenerationSession(loaded, prompt, sampling, lens=lens)
     try:
         payloads = [session.session_payload(), session.prefill(), after_run_checks.causal_mask(session)]
         rows_before = after_run_checks.embedding_rows(session)
@@ -73,6 +76,14 @@ def record(loaded: LoadedModel, messages: list[dict], params: dict, model_spec: 
     payloads = json.loads(json.dumps(payloads))  # exactly what a browser would have received
     return {"schema_version": SCHEMA_VERSION, "messages": messages, "params": params, "seed": sampling.seed,
             "model_spec": model_spec, "payloads": payloads}
+
+
+def first_paint(recording: dict) -> dict:
+    """The recording without each step's attention rows (their `mode` and `keys` stay): what the article draws
+    first; the whole recording replaces it when the visitor first scrolls (static/js/replay.js)."""
+    payloads = [{**p, "attention": {k: v for k, v in p["attention"].items() if k not in HEAVY_STEP_ATTENTION}}
+                if p["type"] == "step" else p for p in recording["payloads"]]
+    return {**recording, "payloads": payloads, "first_paint": True}
 
 
 def compact(data) -> bytes:
@@ -98,21 +109,26 @@ class Command(BaseCommand):
         out.mkdir(parents=True, exist_ok=True)
         loaded = load_example_model()
         index = []
-        for example in EXAMPLES:
+        for n, example in enumerate(EXAMPLES):
             recording = {"id": example["id"], "title": example["title"],
                          **record(loaded, example["messages"], example["params"])}
-            body = compact(recording)
-            if len(body) > MAX_FILE_BYTES:
-                raise CommandError(f"example {example['id']!r} is {len(body):,} bytes (limit {MAX_FILE_BYTES:,}): "
-                                   "lower its max_new_tokens")
             name = f"{example['id']}.json"
-            wire = write_compressed(out / name, body)
-            if wire > MAX_WIRE_BYTES:
-                raise CommandError(f"example {example['id']!r} is {wire:,} bytes compressed (limit {MAX_WIRE_BYTES:,}): "
-                                   "lower its max_new_tokens")
-            index.append({"id": example["id"], "title": example["title"],
-                          "prompt": example["messages"][-1]["content"], "file": name})
-            steps = sum(p["type"] == "step" for p in recording["payloads"])
-            self.stdout.write(f"{name}: {steps} steps, {len(body):,} bytes ({wire:,} gzipped)")
+            self.write(out / name, compact(recording), MAX_FILE_BYTES, MAX_WIRE_BYTES)
+            entry = {"id": example["id"], "title": example["title"],
+                     "prompt": example["messages"][-1]["content"], "file": name}
+            if n == 0:  # the one the first paint loads
+                entry["first_paint"] = f"{example['id']}.first.json"
+                self.write(out / entry["first_paint"], compact(first_paint(recording)), MAX_FILE_BYTES,
+                           FIRST_PAINT_WIRE_BYTES)
+            index.append(entry)
         write_compressed(out / "index.json", compact(index))
         self.stdout.write(f"index.json: {len(index)} examples in {out}")
+
+    def write(self, path: Path, body: bytes, max_bytes: int, max_wire: int) -> None:
+        """Write one example file and its .gz sibling, within its limits; say its steps and sizes."""
+        wire = write_compressed(path, body)
+        if len(body) > max_bytes or wire > max_wire:
+            raise CommandError(f"{path.name} is {len(body):,} bytes ({wire:,} gzipped); the limits are "
+                               f"{max_bytes:,} ({max_wire:,} gzipped): lower its max_new_tokens")
+        steps = body.count(b'"type":"step"')
+        self.stdout.write(f"{path.name}: {steps} steps, {len(body):,} bytes ({wire:,} gzipped)")

@@ -1,7 +1,7 @@
 """Which recordings this server produced (docs/protocol.md, "Recorded runs").
 
 While a live run sends its payloads, `RunDigest` hashes the ones the page records (static/js/save-run.js
-keeps session, prefill, step, done and check, in order, a new session starting over). From the run's `done`
+keeps session, prefill, step, done, check and detail, in order, a new session starting over). From the run's `done`
 on, every digest it reaches is remembered in the shared cache for KEPT_S. A recording posted later whose
 payloads hash to a remembered digest was produced here: it is stored with an HMAC of that digest under
 settings.SECRET_KEY. Anything else (a changed figure, a forged model name) hashes to a digest the server
@@ -17,7 +17,7 @@ from django.core.cache import cache
 from django.utils.crypto import constant_time_compare, salted_hmac
 
 log = logging.getLogger(__name__)
-RECORDED = ("session", "prefill", "step", "done", "check")  # what the page keeps of a run (save-run.js)
+RECORDED = ("session", "prefill", "step", "done", "check", "detail")  # what the page keeps of a run (save-run.js)
 KEPT_S = 24 * 3600  # how long after a run it can be saved as "recorded on this server"
 SALT = "hit-enter.recorded-run"
 

@@ -36,6 +36,15 @@ function showRecording(recording, kind) {
   changed();
 }
 
+/** The whole example in place of its first-paint file: the same run, the step the visitor is on kept. */
+function showWhole(recording) {
+  const replay = new Replay(recording.payloads);
+  replay.stateAt(replay.steps, state);
+  feedDiagrams();
+  changed();
+  return true;
+}
+
 /** A live run took over the diagrams: the step bar follows it, the examples stay to pick from. */
 export function goLive() {
   page.mode = "live";
@@ -103,7 +112,8 @@ export async function runRecordingLive(id) {
 
 /** The first paint: the first shipped example, drawn before (and without) any socket message. */
 export function loadExamples(indexUrl) {
-  page.examples = new ExamplePicker($("#example-bar"), indexUrl, (recording, byVisitor) => {
+  page.examples = new ExamplePicker($("#example-bar"), indexUrl, (recording, byVisitor, whole) => {
+    if (whole) return page.mode === "example" && showWhole(recording);
     if (page.mode === "live" && !byVisitor) return false; // the visitor's own run came first
     if (page.mode === "live" && LIVE.has(runPhase())) stopRun(); // the visitor picked a recording over the run going on
     showRecording(recording, "example");

@@ -4,7 +4,9 @@ import { changed, client, page, replaying, state, workshop } from "./page.js";
 import { feedDiagrams } from "./diagrams.js";
 
 /** Send a diagram's request; details need a live session, which an example does not have. */
-export function request(msg) {
+export function request(asked) {
+  const { auto, ...msg } = asked; // `auto`: a diagram asked on sight, not the visitor: nothing to say if refused
+  if (auto && (replaying() || workshop.following)) return;
   if (msg.type === "fork" && !replaying()) { fork(msg); return; }
   if (!replaying() || (page.mode === "example" && msg.type === "measure")) { client.send(msg); return; }
   if (msg.type === "measure") {  // a permalink replays with no socket: settle the button with a refusal

@@ -16,7 +16,11 @@ const svg = (tag, attrs = {}, text) => {
 };
 const depthName = (i) => (i === 0 ? "input (embeddings)" : `after layer ${i}`);
 
+const LENS_AFTER_MS = 400; // a step shown this long (not scrubbed past) gets its whole lens
+
 class HeLayers extends SteppedElement {
+  #asked = new WeakSet(); // the step (or prefill) payloads whose whole lens this element asked for: a fork's are new
+  #lensTimer = 0;
   #col = null;  // a column the visitor clicked (null: the column of the page's step)
   #colAt = null; // the page step it was clicked at: moving the step bar goes back to following it
 
@@ -106,6 +110,7 @@ class HeLayers extends SteppedElement {
     const controls = el("div", { class: "he-controls" });
     controls.append(el("span", { class: "he-step-label" }, chosenStep ? `Prediction for step ${chosenStep} of ${n} (the page's step)` : "Prediction for the prompt's last position (step 0)"));
     const layers = state.model?.layers ?? lens.length;
+    if (!full && lens.length < layers) this.#askWholeLens(state, chosenStep);
     if (!full && lens.length < layers) {
       const more = el("button", { type: "button", class: "secondary" }, `Read all ${layers} layers`);
       more.addEventListener("click", () => { more.disabled = true; requestFromServer(this, { type: "detail", what: "lens", step: chosenStep }); });
@@ -148,6 +153,23 @@ class HeLayers extends SteppedElement {
       (chosen ? (firstHit ? `The chosen token ${JSON.stringify(chosen.text)} is first the top guess after layer ${firstHit.layer + 1} (L${firstHit.layer + 1}).` : `The chosen token ${JSON.stringify(chosen.text)} is never the top lens guess.`) : "") +
       " Hover a cell for the probability.",
     )];
+  }
+
+  /**
+   * On sight, ask once for every layer's lens of the step shown (render runs only near the viewport), when the
+   * step is settled: a finished or paused run, or a step scrubbed back to. A streaming run's newest step is not
+   * asked for, so decoding pays nothing while it runs. A recording cannot answer: the page drops the request.
+   */
+  #askWholeLens(state, step) {
+    const live = state.status?.run_state || state.status?.state;
+    if (!state.session || !(state.done || live === "paused" || step < state.steps.length)) return;
+    const shown = step ? state.steps[step - 1] : state.prefill;
+    clearTimeout(this.#lensTimer);
+    this.#lensTimer = setTimeout(() => {
+      if (!shown || this.#asked.has(shown) || this.dataset.step !== String(step) || !this.isConnected) return;
+      this.#asked.add(shown);
+      requestFromServer(this, { type: "detail", what: "lens", step, auto: true });
+    }, LENS_AFTER_MS);
   }
 
   /** An author's `layer` attribute (from 1, as labelled): its lens row is marked and its guess said in one line. */
