@@ -5,6 +5,7 @@ import re
 from playwright.sync_api import expect
 
 from tests.browser.test_article import collect_frames, run_prompt
+from tests.browser.test_examples import example, silent_socket
 from tests.browser.test_replay import record, shows
 
 
@@ -51,6 +52,20 @@ def test_every_section_shows_the_page_step(page, site_url):
     for k in (1, 2, n // 2, n):
         walk_to(page, k, n)
         figures_agree(page, k, prefill, steps)
+    assert not page.errors, page.errors
+
+
+def test_every_section_shows_the_page_step_on_the_recorded_smollm2_example(page, site_url):
+    """The same walk over a recorded SmolLM2-135M-Instruct run: the article's first example, 30 layers."""
+    silent_socket(page)
+    run = example(0)
+    assert run["session"]["model"]["spec"] == "smollm2-135m-instruct" and run["session"]["model"]["layers"] == 30
+    n = len(run["steps"])
+    page.goto(site_url + "/")
+    expect(page.locator("#replay-readout")).to_have_text(f"step 1 of {n}")
+    for k in (1, 2, n // 2, n):
+        walk_to(page, k, n)
+        figures_agree(page, k, run["prefill"], run["steps"])
     assert not page.errors, page.errors
 
 
