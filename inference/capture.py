@@ -116,13 +116,42 @@ def head_top_keys(attn: torch.Tensor, k: int = HEAD_TOP_KEYS) -> tuple[list, lis
 
 
 def block_average(matrix: torch.Tensor, blocks: int) -> torch.Tensor:
-    """Average a (..., q, k) matrix over a blocks x blocks grid (summary of a large attention map)."""
+    """Average a (..., q, k) matrix over disjoint blocks x blocks bins, those of block_edges (a large map's summary)."""
     q, k = matrix.shape[-2:]
-    pooled = torch.nn.functional.adaptive_avg_pool2d(matrix.float().reshape(-1, 1, q, k), (min(blocks, q), min(blocks, k)))
-    return pooled.reshape(*matrix.shape[:-2], *pooled.shape[-2:])
+    rows, cols = (bin_means(n, blocks).to(matrix.device) for n in (q, k))  # (B, q), (B, k)
+    return rows @ matrix.float() @ cols.T
+
+
+def bin_means(size: int, blocks: int) -> torch.Tensor:
+    """(B, size): row b averages the positions block_edges puts in block b (disjoint: each position in one block)."""
+    edges = block_edges(size, blocks)
+    out = torch.zeros(len(edges) - 1, size)
+    for b, (start, end) in enumerate(zip(edges, edges[1:])):
+        out[b, start:end] = 1 / (end - start)
+    return out
 
 
 def block_edges(size: int, blocks: int) -> list[int]:
-    """Where adaptive average pooling starts each block (its bins may overlap by one for uneven sizes)."""
+    """Where each of min(blocks, size) disjoint blocks starts, then ``size``: block b is [edges[b], edges[b+1])."""
     blocks = min(blocks, size)
     return [(b * size) // blocks for b in range(blocks)] + [size]
+
+
+FIRST_TOKEN_RULE = "the head that looks least at the first token"
+
+
+def least_first_token_head(attentions) -> dict | None:
+    """The (layer, head) whose queries after the first give the first token the least mean weight (FIRST_TOKEN_RULE).
+
+    Most heads park their weight on the first token (an "attention sink") and draw as one dark column; the head
+    that does so least shows what the prompt's tokens do read. attentions: per layer (heads, P, P). Ties: the first.
+    """
+    if not attentions:
+        return None
+    p = attentions[0].shape[-1]
+    if p < 2:  # the only query can read only the first token
+        return {"layer": 0, "head": 0, "rule": FIRST_TOKEN_RULE, "first_token_weight": 1.0}
+    shares = torch.stack([a[:, 1:, 0].float().mean(dim=-1) for a in attentions])  # (layers, heads)
+    best = int(torch.argmin(shares))
+    layer, head = divmod(best, shares.shape[1])
+    return {"layer": layer, "head": head, "rule": FIRST_TOKEN_RULE, "first_token_weight": round(float(shares[layer, head]), 4)}

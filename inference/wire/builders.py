@@ -10,7 +10,7 @@ import time
 
 import torch
 
-from inference.capture import block_average, block_edges, head_top_keys
+from inference.capture import block_average, block_edges, head_top_keys, least_first_token_head
 from .framing import encoded_size
 from .packing import packed, rounded
 from .records import DoneRecord, PrefillRecord, RetemperRecord, SessionRecord, StepRecord
@@ -20,6 +20,9 @@ from .schema import SCHEMA_VERSION
 # send cap still go out, split into parts (framing.py), so these only keep messages reasonable.
 FULL_PREFILL_ATTENTION_BYTES = 176_000  # every prefill matrix is sent while they encode to at most this (3 frames)
 SUMMARY_BLOCKS = 16
+# A prompt this short is drawn as its full token-labelled matrix. Every head's matrix would be too much to send
+# (SmolLM2's 30 layers x 9 heads x 64^2: 2.9 MB of JSON), so a summary prefill adds the default head's own.
+FULL_MATRIX_TOKENS = 64
 STEP_FRAME_BYTES = 64_000  # a step adds every head's row only while it still encodes to one frame of this
 
 
@@ -60,7 +63,8 @@ def session_payload(record: SessionRecord) -> dict:
 
 
 def prefill_attention(record: PrefillRecord) -> dict:
-    """Every head's P x P matrix while small enough, else block averages; always the last row's top keys."""
+    """Every head's P x P matrix while small enough, else block averages; always the last row's top keys and the
+    default head (with its own matrix for a short prompt)."""
     row, p = record.row, len(record.prompt.ids)
     attentions = row.attentions  # layers x (heads, P, P)
     layers, heads = len(attentions), attentions[0].shape[0] if attentions else 0  # 0 layers: no attention
@@ -70,7 +74,19 @@ def prefill_attention(record: PrefillRecord) -> dict:
             "full": packed(torch.stack(attentions) if attentions else torch.zeros(0, 0, p, p)) if full else None,
             "blocks": None if full else packed(torch.stack([block_average(a, SUMMARY_BLOCKS) for a in attentions])),
             "block_edges": None if full else block_edges(p, SUMMARY_BLOCKS),
-            "last_row": packed(row.last_attn.float().mean(dim=1)), "top_keys": keys, "top_weights": weights}
+            "last_row": packed(row.last_attn.float().mean(dim=1)), "top_keys": keys, "top_weights": weights,
+            "default": default_head(attentions, full)}
+
+
+def default_head(attentions, full: bool) -> dict | None:
+    """The head drawn first, chosen from every head (capture.least_first_token_head), with its P x P matrix when
+    the prompt is short enough to draw in full and the prefill does not already carry every matrix."""
+    choice = least_first_token_head(attentions)
+    if choice is None:
+        return None
+    p = attentions[0].shape[-1]
+    short = not full and p <= FULL_MATRIX_TOKENS
+    return {**choice, "full": packed(attentions[choice["layer"]][choice["head"]]) if short else None}
 
 
 def positions_view(positions) -> dict:

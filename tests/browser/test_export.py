@@ -85,11 +85,14 @@ def check_embeddings(page, scope, prefill: dict) -> None:
 
 
 def check_attention(page, scope, prefill: dict) -> None:
-    """The heatmap: the largest weight of layer 1 head 0 in its caption, the strongest colour on a cell."""
+    """The heatmap: the largest weight of the drawn layer and head (the default head: a rule picks it) in its
+    caption, the strongest colour on a cell."""
     root, texts = svg_of(page, scope, "he-attention")
     attention = prefill["attention"]
     assert attention["mode"] == "full", attention["mode"]
-    full = unpack(attention["full"])[0, 0]  # layer 0, head 0: [query, key]
+    drawn = scope.locator("he-attention")
+    layer, head = int(drawn.get_attribute("data-layer")) - 1, int(drawn.get_attribute("data-head"))  # as labelled
+    full = unpack(attention["full"])[layer, head]  # [query, key]
     largest = max(full[r, c] for r in range(full.shape[0]) for c in range(r + 1))
     assert f"largest weight here, {largest:.3f}" in " ".join(texts), texts  # a caption wraps over several lines
     fills = [r.get("fill") for r in root.iter(f"{SVG}rect")]
@@ -247,7 +250,8 @@ def test_embeds_export_svg_and_copy_the_current_view(page, site_url, recording, 
     assert tag, snippet
     attributes = dict(re.findall(r'(\w+)="([^"]*)"', tag.group(1)))
     assert attributes["run"] == run_id and attributes["step"] == str(STEP)
-    assert attributes["layer"] == "1" and attributes["head"] == head  # layers as labelled, from 1; heads from 0
+    layer = page.get_attribute("he-attention", "data-layer")  # the default head's layer (a rule picks it), as labelled
+    assert attributes["layer"] == layer and attributes["head"] == head  # layers as labelled, from 1; heads from 0
     assert attributes["theme"] == "light"  # the author's presentation choices travel with it
     page.goto(author_page("pasted-attention.html", html(site_url, "").replace(
         f'<script type="module" src="{site_url}/static/js/embed.js"></script>', "").replace("</body>", snippet + "</body>")))

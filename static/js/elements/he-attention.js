@@ -1,14 +1,14 @@
-// <he-attention>: attention weights. Part 1: the prompt's (prefill) matrix for a chosen layer and head,
-// from prefill.attention.full, or .blocks with a "full matrix" request (detail what=attention step=0).
+// <he-attention>: attention weights. Part 1: the prompt's (prefill) matrix for a chosen layer and head, first
+// the head attention.default names (lib/attention-view.js): every weight for a prompt of up to 64 tokens (from
+// .full, .default.full or a detail), else .blocks with a "full matrix" request (detail what=attention step=0).
 // Part 2: each generated token's row over the cache, from step.attention (heads | mean, top_keys/top_weights).
 import { SteppedElement, define, el, caption, showPiece, heat, fmt } from "../lib/base-element.js";
-import { unpack, at } from "../lib/packed.js";
+import { at } from "../lib/packed.js";
 import { detailKey, requestFromServer } from "../run-view.js";
 import { matrix, scroller, positionTexts, heatLegend } from "../lib/grid.js";
 import { resolveIndex } from "../lib/choose.js";
+import { FULL_TOKENS, decode, defaultHead, prefillMatrix } from "../lib/attention-view.js";
 
-const cache = new WeakMap();
-const decode = (p) => { if (!p) return null; if (!cache.has(p)) cache.set(p, unpack(p)); return cache.get(p); };
 const q = (t) => JSON.stringify(t?.text ?? "");
 
 function select(label, onChange) {
@@ -27,9 +27,17 @@ class HeAttention extends SteppedElement {
   #head = 0;
   #ui = null;
   #asked = null; // the `layer` and `head` attributes last applied: the menus win until they change
+  #shownFirst = null; // the prefill whose default head was last applied: a new run starts on its own
 
   /** An author's `layer` (from 1, as labelled) and `head` (from 0) attributes pick the prefill's matrix. */
-  #applyAsked(A) {
+  #applyAsked(pre) {
+    const A = pre.attention;
+    if (pre !== this.#shownFirst) {  // a new prompt: its default head, then the author's attributes over it
+      this.#shownFirst = pre;
+      const d = defaultHead(A);
+      if (d) { this.#layer = d.layer; this.#head = d.head; }
+      this.#asked = null;
+    }
     const asked = `${this.getAttribute("layer")}:${this.getAttribute("head")}`;
     if (asked === this.#asked) return;
     this.#asked = asked;
@@ -41,10 +49,15 @@ class HeAttention extends SteppedElement {
     if (this.#ui) return this.#ui;
     const redraw = () => this.data && this.render(this.data);
     const ui = {};
-    ui.layer = select("Layer", () => { this.#layer = Number(ui.layer.value); redraw(); });
-    ui.head = select("Head", () => { this.#head = Number(ui.head.value); redraw(); });
+    // A short prompt is drawn in full: a head the prefill has no matrix for is fetched as soon as it is chosen
+    // (not in an embed's replay, which has no session to ask: its button stays for the visitor to press).
+    const fetchShort = () => this.data?.forkable !== false && this.data?.prefill?.tokens?.length <= FULL_TOKENS;
+    const chosen = () => { redraw(); if (fetchShort() && !ui.full.hidden) ui.full.click(); };
+    ui.layer = select("Layer", () => { this.#layer = Number(ui.layer.value); chosen(); });
+    ui.head = select("Head", () => { this.#head = Number(ui.head.value); chosen(); });
     ui.full = el("button", { type: "button", class: "secondary" }, "Full matrix");
     ui.full.addEventListener("click", () => {
+      if (ui.full.disabled) return;
       requestFromServer(this, { type: "detail", what: "attention", step: 0, layer: this.#layer, head: this.#head });
       ui.full.disabled = true;
       ui.full.textContent = "Requested…";
@@ -76,7 +89,7 @@ class HeAttention extends SteppedElement {
     const ui = this.#skeleton();
     if (!ui.root[0].isConnected) this.root.replaceChildren(...ui.root);
     const A = pre.attention;
-    this.#applyAsked(A);
+    this.#applyAsked(pre);
     setOptions(ui.layer, A.layers, "layer", this.#layer);
     setOptions(ui.head, A.heads, "head", this.#head);
     this.#layer = Number(ui.layer.value);
@@ -94,45 +107,39 @@ class HeAttention extends SteppedElement {
   #drawPrefill(state, ui) {
     const pre = state.prefill, A = pre.attention, L = this.#layer, H = this.#head;
     const tokens = pre.tokens || [];
-    const P = tokens.length;
     const detail = state.details?.[detailKey({ what: "attention", step: 0, layer: L, head: H })];
-    let weight, rows, cols, note, rowTok, colTok;
-    if (A.mode === "full" || detail) {
-      const full = A.mode === "full" ? decode(A.full) : decode(detail.data);
-      weight = A.mode === "full" ? (r, c) => at(full, L, H, r, c) : (r, c) => at(full, r, c);
-      rows = cols = tokens.map((t) => showPiece(t.text));
-      rowTok = colTok = (i) => `position ${i} ${q(tokens[i])}`;
-      note = A.mode === "full" ? "every weight, as sent with the prefill" : "the full matrix, fetched on request";
-    } else {
-      const blocks = decode(A.blocks);
-      const B = blocks.shape[2];
-      const span = (i) => [Math.floor((i * P) / B), Math.ceil(((i + 1) * P) / B) - 1];
-      weight = (r, c) => at(blocks, L, H, r, c);
-      rows = cols = Array.from({ length: B }, (_, i) => `${span(i)[0]}–${span(i)[1]}`);
-      rowTok = colTok = (i) => `block ${i} ≈ positions ${span(i)[0]}–${span(i)[1]} (${q(tokens[span(i)[0]])}…)`;
-      note = `${B} × ${B} block averages (the prompt is long); press "Full matrix" for every weight`;
-    }
-    ui.full.hidden = A.mode === "full" || !!detail;
+    const m = prefillMatrix(A, tokens, detail, L, H, showPiece);
+    ui.full.hidden = !m.blocks;
     if (!ui.full.hidden && ui.full.dataset.key !== `${L}:${H}`) { ui.full.dataset.key = `${L}:${H}`; ui.full.disabled = false; ui.full.textContent = "Full matrix"; }
-    const blockMode = A.mode !== "full" && !detail;
+    const n = m.labels.length;
     let max = 0;
-    for (let r = 0; r < rows.length; r++) for (let c = 0; c <= (blockMode ? rows.length - 1 : r); c++) max = Math.max(max, weight(r, c) || 0);
+    for (let r = 0; r < n; r++) for (let c = 0; c < n; c++) if (!m.masked(r, c)) max = Math.max(max, m.weight(r, c) || 0);
     const grid = matrix({
-      label: `Attention weights, layer ${L + 1} head ${H}`, corner: "query ↓ key →", rows, cols,
-      rowTitle: (r) => `query ${rowTok(r)}`, colTitle: (c) => `key ${colTok(c)}`,
+      label: `Attention weights, layer ${L + 1} head ${H}`, corner: "query ↓ key →", rows: m.labels, cols: m.labels,
+      rowTitle: (r) => `query ${m.title(r)}`, colTitle: (c) => `key ${m.title(c)}`,
       cell: (r, c) => {
-        if (!blockMode && c > r) return { cls: "masked", title: `query ${rowTok(r)} → key ${colTok(c)}: masked (later position)` };
-        const w = weight(r, c);
-        return { background: heat(max ? w / max : 0), title: `layer ${L + 1} head ${H}: query ${rowTok(r)} → key ${colTok(c)}: weight ${fmt(w, 4)}` };
+        // Masked: no weight at all (a later position), drawn apart from a weight of 0 (elements.css .masked).
+        if (m.masked(r, c)) return { cls: "masked", title: `query ${m.title(r)} → key ${m.title(c)}: masked (later position${m.blocks ? "s" : ""})` };
+        const w = m.weight(r, c);
+        return { background: heat(max ? w / max : 0), title: `layer ${L + 1} head ${H}: query ${m.title(r)} → key ${m.title(c)}: weight ${fmt(w, 4)}` };
       },
     });
-    const last = Array.from({ length: cols.length }, (_, c) => weight(rows.length - 1, c));
+    ui.prefill.replaceChildren(heatLegend(heat, max, "attention weight"), scroller(grid), caption(this.#prefillCaption(A, tokens.length, m, max)));
+    ui.prefill.dataset.view = m.source;  // sent | default | detail | blocks: where the drawn weights came from
+  }
+
+  /** What the matrix shows, why this head is shown first, and where the last query looks. */
+  #prefillCaption(A, P, m, max) {
+    const L = this.#layer, H = this.#head, d = defaultHead(A);
+    const last = m.labels.map((_, c) => (m.masked(m.labels.length - 1, c) ? 0 : m.weight(m.labels.length - 1, c)));
     const best = last.indexOf(Math.max(...last));
-    ui.prefill.replaceChildren(heatLegend(heat, max, "attention weight"), scroller(grid), caption(
-      `Measured on this run: layer ${L + 1}, head ${H} over the ${P}-token prompt (${note}). ` +
-      `The last ${blockMode ? "block" : "position"} puts its largest weight, ${fmt(last[best], 3)}, on ${blockMode ? "block" : "key"} ${colTok(best)}. ` +
-      `Colour scaled to the largest weight here, ${fmt(max, 3)}; hover a cell for its weight.`,
-    ));
+    const why = d && d.layer === L && d.head === H
+      ? `Layer ${L + 1}, head ${H} is shown first: ${d.rule} (of all ${A.layers * A.heads} heads, its queries give ` +
+        `the first ${d.rule.includes("block") ? "block" : "token"} the least weight, ${fmt(d.first_token_weight, 3)} on average). `
+      : "";
+    return `Measured on this run: layer ${L + 1}, head ${H} over the ${P}-token prompt (${m.note}). ${why}` +
+      `The last ${m.blocks ? "block" : "position"} puts its largest weight, ${fmt(last[best], 3)}, on ${m.blocks ? "" : "key "}${m.title(best)}. ` +
+      `Colour scaled to the largest weight here, ${fmt(max, 3)}; hatched cells are masked (no weight: later positions); hover a cell for its weight.`;
   }
 
   #drawStep(state, ui) {
