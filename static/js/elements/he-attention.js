@@ -150,6 +150,10 @@ class HeAttention extends SteppedElement {
     const step = state.steps[k - 1];
     ui.stepLabel.value = `step ${k} of ${n}`;
     const A = step.attention, K = A.keys;
+    if (!A.mean) { // the first paint's light example file: the whole file, with these rows, comes at the first scroll
+      ui.steps.replaceChildren(el("p", { class: "he-empty" }, `At step ${k} the new query read ${K} cached keys in each layer; their weights are loading.`));
+      return;
+    }
     const mean = decode(A.mean);
     const L = Math.min(this.#layer, mean.shape[0] - 1);
     const texts = positionTexts(state);
