@@ -37,6 +37,10 @@ def figures_agree(page, k: int, prefill: dict, steps: list[dict]) -> None:
     if step.get("batch_size"):
         shows(page, "he-batch", "data-batch-size", step["batch_size"])
         expect(page.locator("he-batch .he-live").first).to_contain_text(f"Your step {k} ran in a batch of {step['batch_size']}")
+    shows(page, "he-stream", "data-step", k)  # the stream as it stood: k rows, the reply so far
+    shows(page, "he-stream", "data-text-length", len("".join(s["text_delta"] for s in steps[:k])))
+    expect(page.locator("he-stream .he-col-sub")).to_contain_text(f"the reply after step {k} of {len(steps)}")
+    expect(page.locator("he-stream tbody tr")).to_have_count(k)
     page.locator("he-timeline").scroll_into_view_if_needed()  # the run's clock covers the whole run, and says so
     expect(page.locator("he-timeline .he-subhead").first).to_contain_text("whole run")
 

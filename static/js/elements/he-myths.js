@@ -34,7 +34,7 @@ class HeMyths extends SteppedElement {
     this.dataset.failed = String(count.fail);
     this.dataset.waiting = String(count.waiting);
     this.root.replaceChildren(list, line,
-      caption(`Seven things that did not happen, each checked on this run: ${count.pass} held (✓), ${count.fail} failed (✗), `
+      caption(`Seven things that did not happen, each checked over the whole run (whatever step the page shows): ${count.pass} held (✓), ${count.fail} failed (✗), `
         + `${count.waiting} still waiting for data. ✓ and ✗ come from the measurements, not from this text.`));
   }
 }

@@ -4,7 +4,8 @@ import { readout, hover, chip, int } from "../lib/widgets.js";
 
 class HeStream extends SteppedElement {
   render(rs) {
-    const steps = rs.steps;
+    const k = this.step(rs.steps.length); // the page's step: the stream as it stood then (issue 23)
+    const steps = rs.steps.slice(0, k), n = rs.steps.length;
     const reply = steps.map((s) => s.text_delta).join("");
     this.dataset.textLength = String(reply.length);
     this.dataset.steps = String(steps.length);
@@ -19,7 +20,7 @@ class HeStream extends SteppedElement {
     const tb = el("tbody");
     let held = 0, differs = 0, pendingHeld = 0;
     for (const s of steps) {
-      const r = el("tr");
+      const r = el("tr", s.step === k ? { class: "he-current", "aria-current": "step" } : {});
       const piece = el("td");
       piece.append(chip(s.token.text, null, s.token.special ? "he-special" : ""));
       const delta = el("td", { class: "he-delta" });
@@ -56,19 +57,19 @@ class HeStream extends SteppedElement {
     const text = el("div", { class: "he-reply", "aria-label": "the whole reply" });
     text.textContent = reply;
     let match = "";
-    if (rs.done) {
+    if (rs.done && k === n) {
       match = rs.done.text === reply ? " It equals the reply the server reported when the run ended."
         : rs.done.stop_reason === "stop_string" ? " The reply the server reported at the end is cut before the stop string."
           : " It differs from the reply the server reported at the end (done.text).";
     }
     this.root.replaceChildren(scroll,
-      el("p", { class: "he-col-sub" }, `the whole reply so far: ${int(reply.length)} characters from ${int(steps.length)} tokens`),
+      el("p", { class: "he-col-sub" }, `the reply after step ${int(k)} of ${int(n)}: ${int(reply.length)} characters from ${int(steps.length)} token${steps.length === 1 ? "" : "s"}`),
       text, line,
       caption(`Each step's token id is turned back into text: "piece" is the token decoded alone, "text released" is the step's text_delta, `
-        + `the newly complete text. On this run ${int(steps.length)} steps released ${int(reply.length)} characters`
+        + `the newly complete text. Up to step ${int(k)} of this run, ${int(steps.length)} step${steps.length === 1 ? "" : "s"} released ${int(reply.length)} character${reply.length === 1 ? "" : "s"}`
         + `${held ? `; ${held} step${held > 1 ? "s" : ""} released nothing while bytes were held back until the UTF-8 was complete` : "; no step had to hold bytes back"}`
         + `${differs ? `; in ${differs} step${differs > 1 ? "s" : ""} the released text differs from the piece alone` : ""}.${match}`));
-    if (this.isConnected) scroll.scrollTop = scroll.scrollHeight;
+    if (this.isConnected) scroll.scrollTop = scroll.scrollHeight; // the step shown is the last row
   }
 }
 
