@@ -8,6 +8,7 @@ import pytest
 from playwright.sync_api import expect
 
 from tests.browser.test_examples import example, silent_socket
+from tests.browser.test_article import collect_frames
 from tests.browser.test_export import unpack
 
 NEAR = 80  # px: the most the value box may lie from its mark
@@ -67,7 +68,9 @@ def tip_beside(page, section, mark) -> None:
     shown = section.locator(VALUE_BOXES).filter(has_text=re.compile(f"^{re.escape(title)}$"), visible=True)
     expect(shown.first).to_be_visible()
     at = mark.bounding_box()
-    box = min((b for b in (n.bounding_box() for n in shown.all()) if b), key=lambda b: gap(b, at))
+    boxes = [b for b in (n.bounding_box() for n in shown.all()) if b]
+    assert boxes and at, f"{title!r}: the mark or its value went away (a redraw?)"
+    box = min(boxes, key=lambda b: gap(b, at))
     assert gap(box, at) <= NEAR, f"{title!r}: the nearest box showing it is {gap(box, at):.0f} px from the mark"
     width = page.viewport_size["width"]
     assert box["x"] >= 0 and box["x"] + box["width"] <= width, (box, width)  # not cut off at the edge
@@ -76,16 +79,17 @@ def tip_beside(page, section, mark) -> None:
 def announced(section, mark) -> None:
     """The section's aria-live readout says `mark`'s value."""
     live = section.locator(".he-readout[aria-live=polite]:not(.he-title-readout)")
-    expect(live).to_have_text(mark.get_attribute("title"))
+    title = mark.get_attribute("title")
+    expect(live.filter(has_text=re.compile(f"^{re.escape(title)}$")), f"no aria-live readout says {title!r}").to_have_count(1)
 
 
-def check_section(page, run: dict, name: str) -> None:
+def check_section(page, run: dict, name: str, sections: dict = SECTIONS) -> None:
     """Hover the first mark, then move by keyboard to the second one: the value follows, beside it."""
-    selector, check = SECTIONS[name]
+    selector, check = sections[name]
     section = page.locator(name)
     section.scroll_into_view_if_needed()
     marks = section.locator(selector)
-    expect(marks.nth(1)).to_be_visible(timeout=20_000)
+    expect(marks.nth(1)).to_be_visible(timeout=60_000)
     first, second = marks.nth(0), marks.nth(1)
     check(run, first.get_attribute("title"))
     first.hover()
@@ -100,6 +104,17 @@ def check_section(page, run: dict, name: str) -> None:
     announced(section, second)
 
 
+def checked(page, run: dict, sections: dict) -> dict:
+    """Every section of `sections` checked (check_section); those that failed, with why."""
+    failed = {}
+    for name in sections:  # every section is checked, and every one that fails is named
+        try:
+            check_section(page, run(name) if callable(run) else run, name, sections)
+        except AssertionError as exc:
+            failed[name] = str(exc).splitlines()[0][-160:]
+    return failed
+
+
 @pytest.mark.parametrize("width", [1280, 390], ids=["desktop", "phone"])
 def test_every_value_shows_beside_its_mark_and_follows_the_keyboard(browser, site_url, width):
     context = browser.new_context(viewport={"width": width, "height": 900 if width > 400 else 844})
@@ -110,12 +125,7 @@ def test_every_value_shows_beside_its_mark_and_follows_the_keyboard(browser, sit
     run = example(0)
     page.goto(site_url + "/")
     expect(page.locator("#replay-readout")).to_have_text(f"step 1 of {len(run['steps'])}")
-    failed = {}
-    for name in SECTIONS:  # every section is checked, and every one that fails is named
-        try:
-            check_section(page, run, name)
-        except AssertionError as exc:
-            failed[name] = str(exc).splitlines()[0][-160:]
+    failed = checked(page, run, SECTIONS)
     assert not failed, "\n".join(f"{name}: {why}" for name, why in failed.items())
     assert not errors, errors
     context.close()
@@ -138,4 +148,37 @@ def test_tab_reaches_the_kv_bars_and_hover_is_beside_the_bar(page, site_url):
     page.keyboard.press("End")
     expect(bars.last).to_be_focused()
     tip_beside(page, kv, bars.last)
+    assert not page.errors, page.errors
+
+
+# The sections the server measures on sight (their payload is its `serving` message): element: (what, marks, check).
+# he-quant draws with the same bars and numbers as he-batch (lib/measure.js); its measurement is left out here:
+# on a shared CPU it did not come within minutes.
+MEASURED = {
+    "he-kvcalc": ("kv", "tbody :is(th, td)", lambda d, title: d["rows"][0]["name"] in title),
+    "he-batch": ("batch", ".he-barlist-measured .he-brow", lambda d, title: f"= {js_number(d['runs'][0]['tokens_per_s'])} tokens/s" in title),
+}
+
+
+def test_measured_sections_show_their_values_beside_the_mark_too(page, site_url):
+    frames = collect_frames(page)
+    page.goto(site_url + "/")
+
+    def data(name: str) -> dict:
+        """The section's payload, once the server measured it (the section asks when it comes on screen)."""
+        page.locator(name).scroll_into_view_if_needed()
+        what = MEASURED[name][0]
+        expect(page.locator(name).locator(MEASURED[name][1]).first).to_be_visible(timeout=120_000)
+        return next(f["data"] for f in reversed(frames) if f.get("type") == "serving" and f.get("what") == what)
+
+    def check_of(name: str):
+        def check(d: dict, title: str) -> None:
+            assert MEASURED[name][2](d, title), (name, title)
+        return check
+
+    # Every measurement in first: each answer redraws the page's diagrams, and a redraw takes the focus away.
+    answers = {name: data(name) for name in MEASURED}
+    sections = {name: (marks, check_of(name)) for name, (_, marks, _) in MEASURED.items()}
+    failed = checked(page, answers.get, sections)
+    assert not failed, "\n".join(f"{name}: {why}" for name, why in failed.items())
     assert not page.errors, page.errors

@@ -59,6 +59,8 @@ export function showTip(node, text) {
   tip.textContent = text;
   tip.heFor = node;
   placeBeside(tip, node);
+  // A focus moved by the keyboard scrolls its mark into view after the focus event: place it again once laid out.
+  requestAnimationFrame(() => { if (tip.heFor === node && node.isConnected) placeBeside(tip, node); });
 }
 
 /** Hide the tip if it shows `node`'s value and `node` is neither focused nor under a mouse. */
