@@ -63,11 +63,11 @@ export function showTip(node, text) {
   requestAnimationFrame(() => { if (tip.heFor === node && node.isConnected) placeBeside(tip, node); });
 }
 
-/** Hide the tip if it shows `node`'s value and `node` is neither focused nor under a mouse. */
-export function hideTip(node, { focused = false } = {}) {
+/** Hide the tip if it shows `node`'s value, unless `node` has the focus (`force`: it is losing it). */
+export function hideTip(node, { force = false } = {}) {
   const tip = tipOf(node);
   if (tip.heFor !== node) return;
-  if (!focused && node.getRootNode().activeElement === node) return;
+  if (!force && node.getRootNode().activeElement === node) return;
   tip.hidden = true;
   tip.heFor = null;
 }

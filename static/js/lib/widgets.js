@@ -29,7 +29,7 @@ export function hover(node, text, line, focusable = true) {
   node.addEventListener("click", show);
   // A finger lifted leaves too: a tapped value stays until the next tap or the focus moves on.
   node.addEventListener("pointerleave", (e) => { if (e.pointerType === "mouse") hideTip(node); });
-  node.addEventListener("blur", () => hideTip(node, { focused: true }));
+  node.addEventListener("blur", () => hideTip(node, { force: true }));
   return node;
 }
 
