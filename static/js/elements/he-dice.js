@@ -2,6 +2,7 @@
 // and where u landed on it; greedy steps take the argmax without dice.
 import { SteppedElement, define, el, caption, showPiece } from "../lib/base-element.js";
 import { mount, readout, hover, chip, pct, int, forkRow } from "../lib/widgets.js";
+import { roving } from "../lib/pointer.js";
 
 class HeDice extends SteppedElement {
   render(rs) {
@@ -86,6 +87,7 @@ function bar(segs, lo, hi, u, line, loLabel, hiLabel) {
     hover(node, what, line, false);
     barNode.append(node);
   });
+  roving(barNode.children); // the strip is one tab stop; arrow keys go from slice to slice
   if (u != null && u >= lo && u <= hi) {
     const x = ((u - lo) / span) * 100;
     const mark = el("div", { class: "he-umark", style: `left:${x}%` });
@@ -116,6 +118,7 @@ function table(segs, line) {
     hover(r, `rank ${s.rank + 1}: ${showPiece(s.text)} p = ${s.prob}`, line, false);
     tb.append(r);
   }
+  roving(tb.querySelectorAll("tr[title]"));
   t.append(tb);
   return t;
 }

@@ -2,6 +2,8 @@
 // with the norm of the full row. Reads prefill.embeddings {shape, slice, norms, scale} and prefill.tokens.
 import { SteppedElement, define, el, caption, showPiece, heat, ink, fmt } from "../lib/base-element.js";
 import { unpack, row } from "../lib/packed.js";
+import { readout, hover } from "../lib/widgets.js";
+import { roving } from "../lib/pointer.js";
 
 class HeEmbeddings extends SteppedElement {
   render(state) {
@@ -30,26 +32,26 @@ class HeEmbeddings extends SteppedElement {
       el("span", { class: "strip-label", role: "columnheader" }, `dims 0–${dims - 1}`),
       el("span", { class: "norm", role: "columnheader" }, "norm (full row)"));
     table.append(header);
+    const line = readout("Hover, tap or focus a cell (arrow keys move) for its value.");
     for (let t = 0; t < rows; t++) {
       const tok = tokens[t] || { id: "?", text: "" };
-      const line = el("div", { class: "he-row", role: "row" });
-      line.append(el("span", { class: "label", role: "rowheader", title: `position ${t}, id ${tok.id}` }, showPiece(tok.text)));
+      const tr = el("div", { class: "he-row", role: "row" });
+      tr.append(el("span", { class: "label", role: "rowheader", title: `position ${t}, id ${tok.id}` }, showPiece(tok.text)));
       const strip = el("span", { class: "he-strip", role: "cell", style: `--n:${dims}` });
       const values = row(slice, t);
       values.forEach((v, d) => {
-        strip.append(el("span", {
-          class: "he-cell",
-          style: `background:${heat(maxAbs ? v / maxAbs : 0, true)}`,
-          title: `${JSON.stringify(tok.text)} (id ${tok.id}), row ${tok.id} dim ${d}: ${fmt(v, 4)}`,
-        }));
+        const cell = el("span", { class: "he-cell", style: `background:${heat(maxAbs ? v / maxAbs : 0, true)}` });
+        strip.append(hover(cell, `${JSON.stringify(tok.text)} (id ${tok.id}), row ${tok.id} dim ${d}: ${fmt(v, 4)}`, line, false));
       });
-      line.append(strip);
+      tr.append(strip);
       const n = norms.data[t];
-      const norm = el("span", { class: "norm", role: "cell", title: `L2 norm of row ${tok.id} (all ${hidden} dims): ${fmt(n, 4)}` });
+      const norm = hover(el("span", { class: "norm", role: "cell" }), `L2 norm of row ${tok.id} (all ${hidden} dims): ${fmt(n, 4)}`, line, false);
       norm.append(el("span", { class: "bar", style: `width:${maxNorm ? (100 * n) / maxNorm : 0}%` }), el("span", { class: "value" }, fmt(n, 2)));
-      line.append(norm);
-      table.append(line);
+      tr.append(norm);
+      table.append(tr);
     }
+    // One tab stop for the grid: Left/Right along a row (its dims, then its norm), Up/Down between tokens.
+    roving(table.querySelectorAll(".he-row:not(.he-row-head) :is(.he-cell, .norm)"), { columns: dims + 1 });
 
     const legend = el("p", { class: "he-legend" });
     legend.append(el("span", { class: "swatch", style: `background:${heat(-1, true)}; color:${ink(heat(-1, true))}` }, `−${fmt(maxAbs, 2)}`),
@@ -59,10 +61,10 @@ class HeEmbeddings extends SteppedElement {
     const ids = new Set(tokens.map((t) => t.id));
     const scaled = emb.scale != null && emb.scale !== 1
       ? ` Before layer 0 every row is multiplied by ${fmt(emb.scale, 3)}.` : "";
-    this.root.replaceChildren(head, legend, table, caption(
+    this.root.replaceChildren(head, legend, table, line, caption(
       `Measured on this run: ${rows} rows read from a ${vocab} × ${hidden} table (${ids.size} distinct ids). ` +
       `Norms range ${fmt(Math.min(...norms.data), 3)}–${fmt(maxNorm, 3)}; colours scaled to the largest |value| shown, ${fmt(maxAbs, 3)}.` +
-      scaled + " Hover a cell for its value.",
+      scaled + " Hover or focus a cell for its value.",
     ));
   }
 }

@@ -1,6 +1,7 @@
 // <he-filter>: top-k, top-p and min-p on one step: which candidates survive each filter.
 import { SteppedElement, define, el, caption, showPiece, fmt } from "../lib/base-element.js";
 import { mount, readout, hover, chip, textsOf, linkIds, int, forkRow } from "../lib/widgets.js";
+import { roving } from "../lib/pointer.js";
 
 const FILTERS = ["top_k", "top_p", "min_p"];
 const RULE = {
@@ -52,6 +53,7 @@ class HeFilter extends SteppedElement {
           + (kept ? `kept (logit ${fmt(keptIds.get(c.id), 4)})` : `removed by ${name} (−∞)`), line);
         chips.append(node);
       }
+      roving(chips.children); // a filter's chips are one tab stop; arrow keys go from chip to chip
       const rest = s.survivors - keptShown;
       if (rest > 0) chips.append(el("span", { class: "he-more" }, `+ ${int(rest)} more kept`));
       const gone = before.survivors - s.survivors;

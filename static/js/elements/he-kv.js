@@ -2,6 +2,7 @@
 // window, and what grouped-query attention saves.
 import { SteppedElement, define, el, caption, bytes } from "../lib/base-element.js";
 import { mount, readout, hover, pct, int } from "../lib/widgets.js";
+import { roving } from "../lib/pointer.js";
 
 const DTYPE_BYTES = { float32: 4, float16: 2, bfloat16: 2, float64: 8, float8_e4m3fn: 1, float8_e5m2: 1, int8: 1, uint8: 1 };
 
@@ -23,6 +24,7 @@ class HeKv extends SteppedElement {
     stat("positions", int(kv.seq_len), `kv.seq_len = ${kv.seq_len} tokens held`);
     stat("per token", bytes(kv.bytes_per_token), `kv.bytes_per_token = ${int(kv.bytes_per_token)} bytes`);
     stat("of the window", pct(kv.context_used ?? kv.seq_len / kv.context_window), `${kv.seq_len} of ${int(kv.context_window)} positions`);
+    roving(stats.children);
 
     // Each layer's track is this run's most: prompt + max_new_tokens − 1 positions, so the bars fill as it runs.
     const P = rs.prefill?.tokens?.length ?? kv.seq_len;
@@ -42,6 +44,7 @@ class HeKv extends SteppedElement {
         + `${int(perPos * most)} bytes at ${int(most)} positions`, line);
       layers.append(row);
     });
+    roving(layers.children); // one tab stop, arrow keys from layer to layer
 
     const ctx = el("div", { class: "he-btrack he-ctxtrack" });
     const used = kv.seq_len / kv.context_window;
@@ -70,6 +73,7 @@ class HeKv extends SteppedElement {
           hover(row, `${label}: ${int(b)} bytes`, line);
           gqa.append(row);
         }
+        roving(gqa.querySelectorAll(".he-brow"));
       } else {
         gqa.append(el("p", {}, `This model has one KV head per query head (${model.query_heads} and ${model.kv_heads}): no grouped-query saving.`));
       }

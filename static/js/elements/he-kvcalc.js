@@ -4,6 +4,7 @@
 import { SteppedElement, define, el, caption, bytes } from "../lib/base-element.js";
 import { readout, hover, int } from "../lib/widgets.js";
 import { Measure, stats } from "../lib/measure.js";
+import { roving } from "../lib/pointer.js";
 
 const DTYPE_BYTES = { float32: 4, float16: 2, bfloat16: 2, int8: 1, fp8: 1, float64: 8 };
 const GIB = 1024 ** 3;
@@ -80,6 +81,8 @@ class HeKvcalc extends SteppedElement {
       body.append(tr);
     }
     table.append(body);
+    // One tab stop for the table's values: Left/Right along a model's row, Up/Down between models.
+    roving(body.querySelectorAll("th, td"), { columns: body.rows[0]?.cells.length ?? 0 });
     const scroll = el("div", { class: "he-scroll capped he-wide-table", tabindex: "0", role: "region", "aria-label": "KV cache sizes (scrollable)" });
     scroll.append(table);
 

@@ -6,6 +6,8 @@ import { unpack, at } from "../lib/packed.js";
 import { matrix, scroller, knownPieces } from "../lib/grid.js";
 import { detailKey, requestFromServer } from "../run-view.js";
 import { resolveIndex } from "../lib/choose.js";
+import { readout, hover } from "../lib/widgets.js";
+import { roving } from "../lib/pointer.js";
 
 const SVG = "http://www.w3.org/2000/svg";
 const svg = (tag, attrs = {}, text) => {
@@ -121,6 +123,7 @@ class HeLayers extends SteppedElement {
 
     const k = Math.max(...lens.map((r) => r.ids.length));
     const table = el("table", { class: "he-lens" });
+    const line = readout("Hover, tap or focus a cell (arrow keys move) for its probability.");
     const hr = el("tr");
     hr.append(el("th", { scope: "col" }, "read after"));
     for (let i = 0; i < k; i++) hr.append(el("th", { scope: "col" }, `#${i + 1}`));
@@ -133,10 +136,9 @@ class HeLayers extends SteppedElement {
         const text = r.texts?.[i] ?? pieces.get(id);
         const p = r.probs[i];
         const hit = chosen && id === chosen.id;
-        const td = el("td", {
-          class: hit ? "hit" : "", style: `--p:${Math.max(0, Math.min(1, p)) * 100}%`,
-          title: `after layer ${r.layer + 1} (L${r.layer + 1}), guess ${i + 1}: ${text != null ? JSON.stringify(text) : "(text not sent)"} id ${id}, probability ${fmt(p, 4)}${hit ? " — the token this step chose" : ""}`,
-        });
+        const td = hover(el("td", { class: hit ? "hit" : "", style: `--p:${Math.max(0, Math.min(1, p)) * 100}%` }),
+          `after layer ${r.layer + 1} (L${r.layer + 1}), guess ${i + 1}: ${text != null ? JSON.stringify(text) : "(text not sent)"} id ${id}, probability ${fmt(p, 4)}${hit ? " — the token this step chose" : ""}`,
+          line, false);
         td.append(el("span", { class: "piece" }, text != null ? showPiece(text) : `#${id}`), el("span", { class: "prob" }, fmt(p, 2)));
         tr.append(td);
       });
@@ -145,7 +147,8 @@ class HeLayers extends SteppedElement {
     const last = lens[lens.length - 1];
     const lastText = last.texts?.[0] ?? pieces.get(last.ids[0]);
     const firstHit = chosen ? lens.find((r) => r.ids[0] === chosen.id) : null;
-    return [controls, ...asked.line, scroller(table), caption(
+    roving(table.tBodies[0].querySelectorAll("td"), { columns: k }); // one tab stop: arrows across guesses and layers
+    return [controls, ...asked.line, scroller(table), line, caption(
       `Measured on this run (${step ? `step ${chosenStep}, position ${step.input.position}` : "the prompt's last position"}): ` +
       `${lens.length} layers read through the final norm and output head. The last one's top guess is ` +
       `${lastText != null ? JSON.stringify(lastText) : `id ${last.ids[0]}`} at ${fmt(last.probs[0], 3)}` +

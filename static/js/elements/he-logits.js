@@ -1,6 +1,7 @@
 // <he-logits>: the LM head's top candidates for one step, as raw logits with their probabilities.
 import { SteppedElement, define, el, caption, showPiece, fmt } from "../lib/base-element.js";
 import { mount, readout, hover, chip, pct, int, forkRow } from "../lib/widgets.js";
+import { roving } from "../lib/pointer.js";
 
 
 class HeLogits extends SteppedElement {
@@ -37,6 +38,7 @@ class HeLogits extends SteppedElement {
         + (t.id === chosen ? " (the token this step chose)" : ""), line);
       chart.append(row);
     });
+    roving(chart.children); // one tab stop; arrow keys go from candidate to candidate
 
     const shownMass = top.reduce((a, t) => a + t.prob, 0);
     const where = step ? `Step ${n} (${step.forward} forward pass, position ${step.input.position})` : "The prefill";

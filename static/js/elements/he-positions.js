@@ -3,6 +3,8 @@
 // Learned: prefill.positions.learned (tokens, dims) as colour strips.
 import { SteppedElement, define, el, caption, showPiece, heat, fmt } from "../lib/base-element.js";
 import { unpack, at, row } from "../lib/packed.js";
+import { readout, hover } from "../lib/widgets.js";
+import { roving } from "../lib/pointer.js";
 
 const SVG = "http://www.w3.org/2000/svg";
 const svg = (tag, attrs) => {
@@ -53,6 +55,7 @@ class HePositions extends SteppedElement {
       hr.append(el("span", { class: "col", role: "columnheader", title: `pair ${f}: ${Number.isFinite(step[j]) ? `${fmt(step[j], 4)} rad per position` : "one position only"}`, "aria-label": `pair ${f}` }, String(f)));
     });
     grid.append(hr);
+    const line = readout("Hover, tap or focus a dial (arrow keys move) for its angle.");
     for (let p = 0; p < count; p++) {
       const tok = tokens[p] || { text: "" };
       const r = el("div", { class: "he-clock-row", role: "row" });
@@ -61,16 +64,18 @@ class HePositions extends SteppedElement {
         const a = at(angles, p, j);
         const wrapped = ((a % TAU) + TAU) % TAU;
         const title = `position ${p}, pair ${f}: ${fmt(a, 3)} rad total = ${fmt((wrapped * 180) / Math.PI, 1)}° on the dial`;
-        const cell = el("span", { class: "col", role: "cell", title });
+        const cell = hover(el("span", { class: "col", role: "cell" }), title, line, false);
         cell.append(clock(a, title));
         r.append(cell);
       });
       grid.append(r);
     }
+    // One tab stop for the dials: Left/Right along a position's pairs, Up/Down between positions.
+    roving(grid.querySelectorAll(".he-clock-row:not(.he-row-head) .col"), { columns: nf });
     const scroll = el("div", { class: "he-scroll tall", tabindex: "0", role: "region", "aria-label": "rotation angles (scrollable)" });
     scroll.append(grid);
     const fast = step[0], slow = step[nf - 1];
-    this.root.replaceChildren(head, scroll, caption(
+    this.root.replaceChildren(head, scroll, line, caption(
       `Measured on this run: angles for ${count} positions × ${nf} frequency pairs. ` +
       (count > 1 ? `The fastest pair shown turns ${fmt(fast, 3)} rad per position, the slowest ${fmt(slow, 5)} rad, so nearby positions differ in the fast pairs and distant ones in the slow pairs. ` : "") +
       "The grey line is angle 0 (position 0); hover a dial for its angle.",
@@ -85,18 +90,20 @@ class HePositions extends SteppedElement {
     head.append("Learned positions: a trained vector per position is added to each token's row. Shown: the first ",
       el("strong", {}, dims), " numbers of each.");
     const table = el("div", { class: "he-rows", role: "table", "aria-label": "Learned position vectors" });
+    const line = readout("Hover, tap or focus a cell (arrow keys move) for its value.");
     for (let p = 0; p < count; p++) {
       const tok = tokens[p] || { text: "" };
       const line = el("div", { class: "he-row", role: "row" });
       line.append(el("span", { class: "label", role: "rowheader" }, `${p} ${showPiece(tok.text)}`));
       const strip = el("span", { class: "he-strip", role: "cell", style: `--n:${dims}` });
-      row(learned, p).forEach((v, d) => strip.append(el("span", {
-        class: "he-cell", style: `background:${heat(maxAbs ? v / maxAbs : 0, true)}`, title: `position ${p}, dim ${d}: ${fmt(v, 4)}`,
-      })));
+      row(learned, p).forEach((v, d) => strip.append(hover(el("span", {
+        class: "he-cell", style: `background:${heat(maxAbs ? v / maxAbs : 0, true)}`,
+      }), `position ${p}, dim ${d}: ${fmt(v, 4)}`, line, false)));
       line.append(strip);
       table.append(line);
     }
-    this.root.replaceChildren(head, table, caption(
+    roving(table.querySelectorAll(".he-cell"), { columns: dims });
+    this.root.replaceChildren(head, table, line, caption(
       `Measured on this run: the position vectors for positions 0–${count - 1}, first ${dims} dims; colours scaled to ±${fmt(maxAbs, 3)}. Hover a cell for its value.`,
     ));
   }

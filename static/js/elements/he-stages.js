@@ -3,6 +3,7 @@
 import { SteppedElement, define, el, caption, showPiece, fmt } from "../lib/base-element.js";
 import { requestFromServer } from "../run-view.js";
 import { mount, readout, hover, chip, textsOf, linkIds, pct, int } from "../lib/widgets.js";
+import { roving } from "../lib/pointer.js";
 
 const WHAT = {
   repetition_penalty: "divides positive logits of tokens already in the sequence",
@@ -133,6 +134,7 @@ function column(title, sub, rows, texts, line, isProb, chosen) {
     hover(row, `${title}: ${text == null ? "" : showPiece(text) + " "}(id ${r.id}) ${removed ? "removed (−∞)" : isProb ? `probability ${r.value}` : `logit ${r.value}, e^(logit − top) = ${fmt(rel(r.value), 4)}`}`, line, false);
     col.append(row);
   }
+  roving(col.querySelectorAll(".he-srow")); // a column is one tab stop; arrow keys go down its rows
   return col;
 }
 

@@ -148,6 +148,9 @@ export class SteppedElement extends HTMLElement {
     this.#dirty = false;
     if (this.#data == null) return;
     this.render(this.#data);
+    // A value tip (lib/pointer.js) whose mark the redraw replaced would point at nothing.
+    const tip = this.shell.heValueTip;
+    if (tip && !tip.heFor?.isConnected) { tip.hidden = true; tip.heFor = null; }
     applyControls(this.root, controlsOf(this.getAttribute("controls")));  // the diagram's own, not the embed's
     // Charts and heatmaps are the "chart" part an author may style (docs/embedding.md), whichever diagram drew them.
     for (const node of this.root.querySelectorAll(".he-chart, .he-matrix")) node.setAttribute("part", "chart");

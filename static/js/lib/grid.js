@@ -3,6 +3,7 @@
 // One tab stop per grid (roving tabindex): arrow keys, Home/End and PageUp/PageDown move a visible cursor;
 // the value shows next to the cell (hover, tap or keyboard) and is announced by an aria-live readout.
 import { el } from "./base-element.js";
+import { placeBeside } from "./pointer.js";
 
 /**
  * rows/cols: arrays of label strings (already made visible with showPiece);
@@ -52,12 +53,7 @@ function bindPointer(grid, cells) {
   const show = (node, announce) => {
     if (!tip.isConnected) grid.after(tip, live);
     tip.textContent = node.getAttribute("title") || "empty";
-    tip.hidden = false;
-    // Beside the cell (offsets within the positioned scroll box), on its left in the right half of the grid.
-    const right = node.offsetLeft > grid.offsetWidth / 2;
-    tip.style.top = `${node.offsetTop}px`;
-    tip.style.left = right ? `${Math.max(0, node.offsetLeft - 4)}px` : `${node.offsetLeft + node.offsetWidth + 4}px`;
-    tip.style.transform = right ? "translateX(-100%)" : "";
+    placeBeside(tip, node); // within the scroll box and the viewport
     if (announce) live.textContent = tip.textContent;
   };
   const move = (node) => {

@@ -2,6 +2,7 @@
 // answer, docs/protocol.md), stat tiles, horizontal bars and a small SVG line chart.
 import { SteppedElement, el } from "./base-element.js";
 import { hover, int } from "./widgets.js";
+import { roving } from "./pointer.js";
 import { requestFromServer } from "../run-view.js";
 
 // Refusals that answer a `measure` frame (the draft model missing, a capacity field out of range), and the
@@ -157,6 +158,7 @@ export function stats(items, line) {
     hover(d, title, line, false);
     node.append(d);
   }
+  roving(node.children); // one tab stop; arrow keys go from number to number
   return node;
 }
 
@@ -171,6 +173,7 @@ export function bars(rows, line, max = Math.max(...rows.map((r) => r.value), 0))
     hover(row, r.title, line);
     node.append(row);
   }
+  roving(node.children);
   return node;
 }
 

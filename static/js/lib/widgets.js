@@ -1,5 +1,6 @@
 // Small helpers the step diagrams share: hover readout, token chips, number formats.
 import { el, showPiece } from "./base-element.js";
+import { showTip, hideTip } from "./pointer.js";
 
 /** A probability as a percentage, with more digits for small ones. */
 export function pct(p) {
@@ -18,14 +19,17 @@ export function readout(hint = "Hover or tap a bar to read its exact values.") {
   return node;
 }
 
-/** Give `node` a hover value: a native tooltip and the readout line. */
+/** Give `node` a hover value: a native tooltip, the (aria-live) readout line and the tip beside the node. */
 export function hover(node, text, line, focusable = true) {
   node.title = text;
   if (focusable && node.tabIndex < 0) node.tabIndex = 0;
-  const show = () => { if (line) line.textContent = text; };
+  const show = () => { if (line) line.textContent = text; showTip(node, text); };
   node.addEventListener("pointerenter", show);
   node.addEventListener("focus", show);
   node.addEventListener("click", show);
+  // A finger lifted leaves too: a tapped value stays until the next tap or the focus moves on.
+  node.addEventListener("pointerleave", (e) => { if (e.pointerType === "mouse") hideTip(node); });
+  node.addEventListener("blur", () => hideTip(node, { force: true }));
   return node;
 }
 
