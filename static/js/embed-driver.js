@@ -4,6 +4,7 @@
 import { RunView, prefillText } from "./run-view.js";
 import { SessionClient } from "./client.js";
 import { fetchJson, joinParts } from "./replay.js";
+import { plural } from "./lib/plural.js";
 
 /** The article's diagrams that can be embedded: the element of section S is <he-S>. */
 export const SECTIONS = [
@@ -117,7 +118,7 @@ export class ReplayFeed extends Feed {
       for (const payload of joinParts(recording.payloads)) this.state.apply(payload);
       this.phase = "replay";
       const kind = this.example ? "A recorded example" : "A recorded run";
-      this.text = `${kind} (${recording.model_spec}, ${this.state.steps.length} steps): no model is running.`;
+      this.text = `${kind} (${recording.model_spec}, ${plural(this.state.steps.length, "step")}): no model is running.`;
     } catch (err) {
       this.phase = "error";
       this.text = `The recording could not be loaded: ${err.message}`;
@@ -197,7 +198,7 @@ export class LiveFeed extends Feed {
       prefilling: () => prefillText(this.state.status),
       running: () => (n ? `Generating… step ${n}` : "Reading the prompt…"),
       paused: () => `Paused after step ${n}.`,
-      finished: () => `Finished (${this.state.done?.stop_reason ?? "stopped"}) after ${n} steps, live on this server.`,
+      finished: () => `Finished (${this.state.done?.stop_reason ?? "stopped"}) after ${plural(n, "step")}, live on this server.`,
       idle: () => "Press Play to run the model on this prompt.",
     };
     return texts[this.phase]();

@@ -2,6 +2,8 @@
 // Not the server's state machine of a run (explainer/services/run/control.py), which the `status` message
 // reports as `run_state`. Every diagram receives the same RunView through its `data` property.
 
+import { plural } from "./lib/plural.js";
+
 export class RunView {
   constructor() {
     this.session = null;   // the `session` message: model description, params
@@ -62,7 +64,7 @@ export function prefillText(status) {
   const total = status?.prompt_tokens;
   if (!Number.isInteger(total)) return "Reading your prompt (prefill)…";
   const done = status.prefilled_tokens;
-  return done > 0 ? `Reading your prompt (prefill)… ${done} of ${total} tokens` : `Reading your prompt (prefill)… ${total} tokens`;
+  return done > 0 ? `Reading your prompt (prefill)… ${done} of ${plural(total, "token")}` : `Reading your prompt (prefill)… ${plural(total, "token")}`;
 }
 
 export function detailKey({ what, step, layer, head, position }) {

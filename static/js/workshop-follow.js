@@ -3,6 +3,7 @@
 // and parameters in that box, read-only. The host's frames arrive as ordinary session, prefill, step and
 // done messages, so the page draws them like its own run (docs/protocol.md).
 import { fillPromptForm, readMessages, readParams } from "./prompt-form.js";
+import { plural } from "./lib/plural.js";
 
 export class WorkshopFollow {
   following = false;
@@ -101,7 +102,7 @@ export class WorkshopFollow {
     const pins = Object.entries(msg.pins || {});
     if (pins.length) notes.push(`The host pinned ${pins.map(([k, v]) => `${k} = ${JSON.stringify(v)}`).join(", ")} for every run.`);
     const limits = msg.limits || {};
-    if (limits.max_new_tokens != null) notes.push(`Runs stop after at most ${limits.max_new_tokens} new tokens.`);
+    if (limits.max_new_tokens != null) notes.push(`Runs stop after at most ${plural(limits.max_new_tokens, "new token")}.`);
     if (limits.own_runs_allowed === false) {
       notes.push(this.following ? "The host has turned off runs of your own: you follow the host's run."
         : "The host has turned off runs of your own: press Follow the host to see the host's run.");

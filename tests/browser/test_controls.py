@@ -10,7 +10,7 @@ from playwright.sync_api import expect
 
 BANNER = "#status-banner"
 STEP_TEXT = re.compile(r"step (\d+)")
-FINISHED = re.compile(r"Finished \((\w+)\) after (\d+) steps")
+FINISHED = re.compile(r"Finished \((\w+)\) after (\d+) steps?\b")
 LONG = 256  # EXPLAINER_MAX_NEW_TOKENS: the longest run the server allows
 
 

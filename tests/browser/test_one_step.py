@@ -33,7 +33,7 @@ def figures_agree(page, k: int, prefill: dict, steps: list[dict]) -> None:
     expect(context.locator(".he-big")).to_contain_text(f"{P + k:,} of ")
     expect(page.locator("he-kv .he-caption")).to_contain_text(f"after step {k} ")
     expect(page.locator("he-kv .he-caption")).to_contain_text(f"holds {kv['seq_len']:,} positions")
-    expect(page.locator("he-stop [data-reason=max_new_tokens]")).to_contain_text(f"{k} steps of max_new_tokens")
+    expect(page.locator("he-stop [data-reason=max_new_tokens]")).to_contain_text(f"{k} step{'' if k == 1 else 's'} of max_new_tokens")
     if step.get("batch_size"):
         shows(page, "he-batch", "data-batch-size", step["batch_size"])
         expect(page.locator("he-batch .he-live").first).to_contain_text(f"Your step {k} ran in a batch of {step['batch_size']}")

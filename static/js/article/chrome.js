@@ -3,6 +3,7 @@
 import { $, page, runPhase, state } from "./page.js";
 import { renderButtons } from "./controls.js";
 import { prefillText } from "../run-view.js";
+import { plural } from "../lib/plural.js";
 
 function connectionText() {
   const { connection } = page;
@@ -37,9 +38,9 @@ function bannerText() {
   if (state.done) {
     const t = state.done.timing || {};
     const rate = t.tokens_per_s != null ? `, ${t.tokens_per_s.toFixed(1)} tokens/s` : "";
-    return { kind: "ok", text: `Finished (${state.done.stop_reason}) after ${state.done.steps} steps${rate}.` };
+    return { kind: "ok", text: `Finished (${state.done.stop_reason}) after ${plural(state.done.steps, "step")}${rate}.` };
   }
-  if (st === "finished" && state.prefill) return { kind: "ok", text: `Finished after ${n} steps.` };
+  if (st === "finished" && state.prefill) return { kind: "ok", text: `Finished after ${plural(n, "step")}.` };
   if (state.prefill) return { kind: "info", text: n ? `Generating… step ${n}` : firstTokenText() };
   if (state.status?.message) return { kind: "info", text: state.status.message };
   return { kind: "info", text: "Ready. Press play to run the model on your prompt." };
@@ -48,7 +49,7 @@ function bannerText() {
 /** Between the prefill's payload and step 1: the causal-mask check runs, then the first token is drawn. */
 function firstTokenText() {
   const tokens = state.prefill?.tokens?.length;
-  return tokens ? `Prefill done (${tokens} tokens); the first token comes next…` : "Reading your prompt (prefill)…";
+  return tokens ? `Prefill done (${plural(tokens, "token")}); the first token comes next…` : "Reading your prompt (prefill)…";
 }
 
 /** Draw everything around the diagrams from the state as it is now (main.js runs it on every change). */

@@ -6,6 +6,7 @@ import { fillPromptForm } from "../prompt-form.js";
 import { $, LIVE, changed, client, page, runPhase, state } from "./page.js";
 import { start, stopRun } from "./controls.js";
 import { feedDiagrams } from "./diagrams.js";
+import { plural } from "../lib/plural.js";
 
 /** The step bar, made once; scrubbing is a change to the chrome (the diagrams follow the page step themselves). */
 function ensureStepBar() {
@@ -81,7 +82,7 @@ export async function replayRecording(id) {
     fillForm(body.messages || [], { ...(body.params || {}), seed: body.seed ?? body.params?.seed });
     const live = $("#run-live");
     if (live) { live.href = `/?run=${encodeURIComponent(id)}`; live.hidden = false; }
-    page.banner = { kind: "info", text: `A recorded run (${body.model_spec}, ${state.steps.length} steps): no model is running. "Run this live" runs it on the server.` };
+    page.banner = { kind: "info", text: `A recorded run (${body.model_spec}, ${plural(state.steps.length, "step")}): no model is running. "Run this live" runs it on the server.` };
   } catch (err) {
     loadFailed(err);
   }

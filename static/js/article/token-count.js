@@ -2,6 +2,7 @@
 // (answered by the server's tokenizer alone, docs/protocol.md), shown under the messages against the server's cap.
 import { readMessages } from "../prompt-form.js";
 import { $, client } from "./page.js";
+import { plural } from "../lib/plural.js";
 
 const WAIT_MS = 250; // after the last keystroke
 const WARN_AT = 0.9; // of the server's cap: the line turns to a warning
@@ -38,13 +39,13 @@ function showCount(msg) {
   const added = msg.template_tokens ? ` (${n(msg.template_tokens)} added by the template)` : "";
   if (msg.tokens > msg.limit) {
     line.dataset.kind = "error";
-    line.textContent = `${n(msg.tokens)} tokens${added}: past this server's cap of ${n(msg.limit)} prompt tokens by ${n(msg.tokens - msg.limit)}. `
-      + `Shorten the messages. The cap is the server's, to keep every visitor's wait short; the model's own context window is ${n(msg.context_window)} tokens.`;
+    line.textContent = `${plural(msg.tokens, "token")}${added}: past this server's cap of ${plural(msg.limit, "prompt token")} by ${n(msg.tokens - msg.limit)}. `
+      + `Shorten the messages. The cap is the server's, to keep every visitor's wait short; the model's own context window is ${plural(msg.context_window, "token")}.`;
     return;
   }
   line.dataset.kind = msg.tokens >= WARN_AT * msg.limit ? "warn" : "ok";
   const near = line.dataset.kind === "warn" ? `: ${n(msg.limit - msg.tokens)} left before the cap` : "";
-  line.textContent = `${n(msg.tokens)} tokens${added} of the server's ${n(msg.limit)}${near}`;
+  line.textContent = `${plural(msg.tokens, "token")}${added} of the server's ${n(msg.limit)}${near}`;
 }
 
 /** Count on every edit of the messages (text, role, a message added or removed) and whenever the socket opens. */

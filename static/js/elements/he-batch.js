@@ -3,6 +3,7 @@
 import { SteppedElement, define, el, caption, fmt } from "../lib/base-element.js";
 import { readout, hover, int } from "../lib/widgets.js";
 import { MeasuredElement, bars } from "../lib/measure.js";
+import { plural } from "../lib/plural.js";
 
 /** A logit difference: exactly 0, or in scientific notation (they are tiny). */
 function diff(x) {
@@ -42,7 +43,7 @@ class HeBatch extends MeasuredElement {
     const throughput = bars(runs.map((r) => ({
       label: `batch of ${r.batch_size}`, value: r.tokens_per_s, cls: "he-t-forward",
       text: `${fmt(r.tokens_per_s, 1)} tok/s${data.throughput_ratio[r.batch_size] != null ? ` (${fmt(data.throughput_ratio[r.batch_size], 2)}×)` : ""}`,
-      title: `batch of ${r.batch_size}: ${r.batch_size} rows decoded together in ${r.seconds} s = ${r.tokens_per_s} tokens/s over all rows, `
+      title: `batch of ${r.batch_size}: ${plural(r.batch_size, "row")} decoded together in ${r.seconds} s = ${r.tokens_per_s} tokens/s over all rows, `
         + `${data.throughput_ratio[r.batch_size] ?? "–"}× batch size 1`,
     })), line);
 
@@ -58,9 +59,9 @@ class HeBatch extends MeasuredElement {
         el("td", {}, r.first_flip == null ? "none" : `token ${r.first_flip + 1}: ${data.reference_tokens[r.first_flip]} → ${r.tokens[r.first_flip]}`),
         el("td", { class: "he-num" }, int(r.padding_tokens)));
       hover(tr, `batch of ${r.batch_size}: row 0's logits differ from batch size 1 by at most ${r.max_abs_logit_diff} `
-        + `(over the steps before the first flip); ${r.flipped_tokens} of ${data.reference_tokens.length} greedy tokens differ`
+        + `(over the steps before the first flip); ${r.flipped_tokens} of ${plural(data.reference_tokens.length, "greedy token")} differ`
         + `${r.first_flip == null ? "" : `, first at token ${r.first_flip + 1} (id ${data.reference_tokens[r.first_flip]} became ${r.tokens[r.first_flip]})`}; `
-        + `${r.padding_tokens} pad positions`, line);
+        + `${plural(r.padding_tokens, "pad position")}`, line);
       body.append(tr);
     }
     table.append(thead, body);
@@ -69,15 +70,15 @@ class HeBatch extends MeasuredElement {
 
     const worst = Math.max(...runs.map((r) => r.max_abs_logit_diff));
     const verdict = flips
-      ? `Here the batch changed your greedy reply: ${int(flips)} token${flips === 1 ? "" : "s"} flipped across the batch sizes, at temperature 0.`
+      ? `Here the batch changed your greedy reply: ${plural(flips, "token")} flipped across the batch sizes, at temperature 0.`
       : worst > 0
         ? `Here the logits moved (by at most ${worst.toExponential(2)}) but no greedy token flipped: the top candidates were never close enough.`
         : "Here the logits came out bit-for-bit identical: this machine's kernels did not change their arithmetic with the batch shape.";
     this.view.replaceChildren(
       el("p", { class: "he-col-sub" }, "Throughput: tokens per second over every row of the batch, and the ratio to batch size 1:"), throughput,
-      el("p", { class: "he-col-sub" }, `Your row (row 0) against decoding it alone, ${int(data.reference_tokens.length)} greedy tokens:`), scroll,
+      el("p", { class: "he-col-sub" }, `Your row (row 0) against decoding it alone, ${plural(data.reference_tokens.length, "greedy token")}:`), scroll,
       el("p", { class: "he-callout" }, verdict), line,
-      caption(`Measured ${data.measured_at ? `at ${data.measured_at} (UTC)` : "just now"} on this server's model (${data.model}): ${rs.serving?.batch?.prompt === "article" ? "the article's" : "your"} ${int(data.prompt_tokens)}-token prompt decoded greedily for up to ${int(data.max_new_tokens)} tokens, `
+      caption(`Measured ${data.measured_at ? `at ${data.measured_at} (UTC)` : "just now"} on this server's model (${data.model}): ${rs.serving?.batch?.prompt === "article" ? "the article's" : "your"} ${int(data.prompt_tokens)}-token prompt decoded greedily for up to ${plural(data.max_new_tokens, "token")}, `
         + "alone and as row 0 of batches padded on the left with other prompts. The differences are exactly what this machine produced, "
         + "and may well be 0; on other hardware and kernels they need not be."));
   }

@@ -80,8 +80,10 @@ function bar(segs, lo, hi, u, line, loLabel, hiLabel) {
     if (b <= a) return;
     const width = ((b - a) / span) * 100;
     const cls = s.rest ? "he-seg he-seg-rest" : `he-seg he-seg-${i % 2 ? "b" : "a"}${s.chosen ? " he-seg-chosen" : ""}`;
-    const node = el("div", { class: cls, style: `left:${((a - lo) / span) * 100}%;width:${width}%` });
-    if (width > 7 && !s.rest) node.textContent = showPiece(s.text);
+    const piece = s.rest ? "" : showPiece(s.text);
+    // --w and --chars let elements.css shrink the piece to the segment's width instead of cutting it off.
+    const node = el("div", { class: cls, style: `left:${((a - lo) / span) * 100}%;width:${width}%;--w:${width};--chars:${[...piece].length}` });
+    if (width > 7 && !s.rest) node.textContent = piece;
     const what = s.rest ? `${s.rest}: ${s.a.toFixed(6)} … ${s.b.toFixed(6)} (${pct(s.b - s.a)})`
       : `rank ${s.rank + 1}: ${showPiece(s.text)} (id ${s.id}) p = ${s.prob}, covers ${s.a.toFixed(6)} … ${s.b.toFixed(6)}${s.chosen ? " (chosen)" : ""}`;
     hover(node, what, line, false);
@@ -91,7 +93,8 @@ function bar(segs, lo, hi, u, line, loLabel, hiLabel) {
   if (u != null && u >= lo && u <= hi) {
     const x = ((u - lo) / span) * 100;
     const mark = el("div", { class: "he-umark", style: `left:${x}%` });
-    const label = el("div", { class: `he-ulabel${x > 70 ? " he-ulabel-left" : ""}`, style: `left:${x}%` }, `u = ${u}`);
+    const side = x > 70 ? " he-ulabel-left" : x < 30 ? " he-ulabel-right" : ""; // kept inside the bar at either end
+    const label = el("div", { class: `he-ulabel${side}`, style: `left:${x}%` }, `u = ${u}`);
     wrap.append(label);
     barNode.append(mark);
   }

@@ -4,6 +4,7 @@ import { SteppedElement, define, el, caption, showPiece, heat, ink, fmt } from "
 import { unpack, row } from "../lib/packed.js";
 import { readout, hover } from "../lib/widgets.js";
 import { roving } from "../lib/pointer.js";
+import { plural } from "../lib/plural.js";
 
 class HeEmbeddings extends SteppedElement {
   render(state) {
@@ -24,7 +25,7 @@ class HeEmbeddings extends SteppedElement {
 
     const head = el("p", { class: "he-head" });
     head.append("The table: ", el("strong", {}, `${vocab.toLocaleString("en-US")} × ${hidden.toLocaleString("en-US")}`),
-      ` (vocabulary × hidden size, ${(vocab * hidden).toLocaleString("en-US")} numbers). Each token reads one row; shown: the first ${dims} of its ${hidden} numbers.`);
+      ` (vocabulary × hidden size, ${(vocab * hidden).toLocaleString("en-US")} numbers). Each token reads one row; shown: the first ${dims} of its ${plural(hidden, "number")}.`);
 
     const table = el("div", { class: "he-rows", role: "table", "aria-label": "Embedding rows" });
     const header = el("div", { class: "he-row he-row-head", role: "row" });
@@ -62,7 +63,7 @@ class HeEmbeddings extends SteppedElement {
     const scaled = emb.scale != null && emb.scale !== 1
       ? ` Before layer 0 every row is multiplied by ${fmt(emb.scale, 3)}.` : "";
     this.root.replaceChildren(head, legend, table, line, caption(
-      `Measured on this run: ${rows} rows read from a ${vocab} × ${hidden} table (${ids.size} distinct ids). ` +
+      `Measured on this run: ${plural(rows, "row")} read from a ${vocab} × ${hidden} table (${ids.size} distinct ids). ` +
       `Norms range ${fmt(Math.min(...norms.data), 3)}–${fmt(maxNorm, 3)}; colours scaled to the largest |value| shown, ${fmt(maxAbs, 3)}.` +
       scaled + " Hover or focus a cell for its value.",
     ));

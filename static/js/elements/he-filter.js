@@ -2,10 +2,11 @@
 import { SteppedElement, define, el, caption, showPiece, fmt } from "../lib/base-element.js";
 import { mount, readout, hover, chip, textsOf, linkIds, int, forkRow } from "../lib/widgets.js";
 import { roving } from "../lib/pointer.js";
+import { plural } from "../lib/plural.js";
 
 const FILTERS = ["top_k", "top_p", "min_p"];
 const RULE = {
-  top_k: (v) => `keep the ${v} highest-scoring tokens`,
+  top_k: (v) => `keep the ${plural(v, "highest-scoring token")}`,
   top_p: (v) => `keep the smallest set of most likely tokens whose probability adds up to ${v}`,
   min_p: (v) => `keep tokens whose probability is at least ${v} × the top token's`,
 };
@@ -64,11 +65,11 @@ class HeFilter extends SteppedElement {
 
     const applied = FILTERS.filter((f) => stages.find((s) => s.name === f)?.applied);
     body.replaceChildren(
-      el("p", { class: "he-big" }, `${int(last ? last.survivors : vocab)} of ${int(vocab)} tokens can be drawn`),
+      el("p", { class: "he-big" }, `${int(last ? last.survivors : vocab)} of ${plural(vocab, "token")} can be drawn`),
       list, line, forkRow(this, step, (last?.top || []).filter((x) => x.value != null).map((x) => ({ id: x.id, text: texts.get(x.id) }))),
       caption(`Step ${n}: ${applied.length ? `this run applied ${applied.join(", ")}` : "no filter was applied on this run"}. `
         + `Chips are the most likely candidates before each filter: kept ones stay, removed ones are struck out (their logit became −∞, so their probability is 0). `
-        + `After the last applied stage (${last ? last.name : "none"}) ${int(last ? last.survivors : vocab)} tokens were left for the dice.`),
+        + `After the last applied stage (${last ? last.name : "none"}) ${plural(last ? last.survivors : vocab, "token")} were left for the dice.`),
     );
   }
 }

@@ -3,6 +3,7 @@
 import { SteppedElement, define, el, caption, bytes } from "../lib/base-element.js";
 import { mount, readout, hover, pct, int } from "../lib/widgets.js";
 import { roving } from "../lib/pointer.js";
+import { plural } from "../lib/plural.js";
 
 const DTYPE_BYTES = { float32: 4, float16: 2, bfloat16: 2, float64: 8, float8_e4m3fn: 1, float8_e5m2: 1, int8: 1, uint8: 1 };
 
@@ -21,9 +22,9 @@ class HeKv extends SteppedElement {
     const stats = el("dl", { class: "he-stats" });
     const stat = (k, v, title) => { const d = el("div"); d.append(el("dt", {}, k), el("dd", {}, v)); hover(d, title, line, false); stats.append(d); };
     stat("cache", bytes(kv.bytes), `kv.bytes = ${int(kv.bytes)} bytes: every cached key and value tensor`);
-    stat("positions", int(kv.seq_len), `kv.seq_len = ${kv.seq_len} tokens held`);
+    stat("positions", int(kv.seq_len), `kv.seq_len = ${plural(kv.seq_len, "token")} held`);
     stat("per token", bytes(kv.bytes_per_token), `kv.bytes_per_token = ${int(kv.bytes_per_token)} bytes`);
-    stat("of the window", pct(kv.context_used ?? kv.seq_len / kv.context_window), `${kv.seq_len} of ${int(kv.context_window)} positions`);
+    stat("of the window", pct(kv.context_used ?? kv.seq_len / kv.context_window), `${kv.seq_len} of ${plural(kv.context_window, "position")}`);
     roving(stats.children);
 
     // Each layer's track is this run's most: prompt + max_new_tokens − 1 positions, so the bars fill as it runs.
@@ -41,7 +42,7 @@ class HeKv extends SteppedElement {
       track.append(el("div", { class: "he-bbar he-kvbar", style: `width:${perPos ? Math.min(1, l.bytes / (perPos * most)) * 100 : 0}%` }));
       row.append(el("span", { class: "he-blabel" }, `layer ${i + 1}`), track, el("span", { class: "he-bval" }, bytes(l.bytes)));
       hover(row, `layer ${i + 1}: ${int(l.bytes)} bytes${formula}; shape [batch, kv_heads, seq, head_dim] = [${l.shape.join(", ")}]; `
-        + `${int(perPos * most)} bytes at ${int(most)} positions`, line);
+        + `${int(perPos * most)} bytes at ${plural(most, "position")}`, line);
       layers.append(row);
     });
     roving(layers.children); // one tab stop, arrow keys from layer to layer
@@ -49,20 +50,20 @@ class HeKv extends SteppedElement {
     const ctx = el("div", { class: "he-btrack he-ctxtrack" });
     const used = kv.seq_len / kv.context_window;
     ctx.append(el("div", { class: "he-bbar he-kvbar", style: `width:${Math.min(1, used) * 100}%` }));
-    hover(ctx, `${kv.seq_len} of ${int(kv.context_window)} positions cached (${pct(used)})`, line);
+    hover(ctx, `${kv.seq_len} of ${plural(kv.context_window, "position")} cached (${pct(used)})`, line);
     const full = kv.bytes_per_token * kv.context_window;
 
-    const parts = [stats, el("p", { class: "he-col-sub" }, `bytes held by each layer (keys and values); a full track is ${int(most)} positions, `
+    const parts = [stats, el("p", { class: "he-col-sub" }, `bytes held by each layer (keys and values); a full track is ${plural(most, "position")}, `
       + (maxNew ? `the most this run can reach (${int(P)} prompt + ${int(maxNew)} max_new_tokens − 1):` : "the positions cached now:")), layers,
       el("p", { class: "he-col-sub" }, `positions cached, out of the ${int(kv.context_window)}-position context window:`), ctx,
-      el("p", {}, `At ${bytes(kv.bytes_per_token)} per token, a full window of ${int(kv.context_window)} positions would take ${bytes(full)} (${int(full)} bytes).`)];
+      el("p", {}, `At ${bytes(kv.bytes_per_token)} per token, a full window of ${plural(kv.context_window, "position")} would take ${bytes(full)} (${int(full)} bytes).`)];
 
     if (model && model.query_heads && model.kv_heads) {
       const ratio = model.query_heads / model.kv_heads;
       const mha = Math.round(kv.bytes * ratio);
       const gqa = el("div", { class: "he-gqa" });
       if (ratio > 1) {
-        gqa.append(el("p", {}, `Grouped-query attention: ${model.query_heads} query heads share ${model.kv_heads} KV heads `
+        gqa.append(el("p", {}, `Grouped-query attention: ${plural(model.query_heads, "query head")} share ${plural(model.kv_heads, "KV head")} `
           + `(${fmtRatio(ratio)} query heads per KV head). With one KV head per query head the cache would be `
           + `${model.query_heads}/${model.kv_heads} = ${fmtRatio(ratio)}× larger = ${int(mha)} bytes (${bytes(mha)}) instead of ${int(kv.bytes)}.`));
         for (const [label, b, cls] of [["GQA (this model)", kv.bytes, "he-kvbar"], ["one KV head per query head", mha, "he-mhabar"]]) {
@@ -80,7 +81,7 @@ class HeKv extends SteppedElement {
       parts.push(gqa);
     }
     const where = step ? `after step ${n} (${step.forward} forward pass)` : "after the prefill";
-    parts.push(line, caption(`Measured ${where}: the cache holds ${int(kv.seq_len)} positions in ${kv.layers.length} layers, `
+    parts.push(line, caption(`Measured ${where}: the cache holds ${plural(kv.seq_len, "position")} in ${plural(kv.layers.length, "layer")}, `
       + `${int(kv.bytes)} bytes${kv.dtype ? ` of ${kv.dtype}` : ""} (the sum of every cached key and value tensor's size), ${int(kv.bytes_per_token)} bytes per token`
       + `${model ? ` of ${model.name}` : ""}. It grows by one position per step.`));
     body.replaceChildren(...parts);

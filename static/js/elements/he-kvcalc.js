@@ -5,6 +5,7 @@ import { SteppedElement, define, el, caption, bytes } from "../lib/base-element.
 import { readout, hover, int } from "../lib/widgets.js";
 import { Measure, stats } from "../lib/measure.js";
 import { roving } from "../lib/pointer.js";
+import { plural } from "../lib/plural.js";
 
 const DTYPE_BYTES = { float32: 4, float16: 2, bfloat16: 2, int8: 1, fp8: 1, float64: 8 };
 const GIB = 1024 ** 3;
@@ -47,7 +48,7 @@ class HeKvcalc extends SteppedElement {
     const line = readout("Hover or tap a cell for its formula and exact bytes.");
     const table = el("table", { class: "he-table he-kvtable" });
     const head = el("tr");
-    for (const h of ["model", "bytes per token", "formula", "query / KV heads", ...data.tokens.filter((n) => n > 1).map((n) => `${int(n)} token${n === 1 ? "" : "s"}`)]) head.append(el("th", { scope: "col" }, h));
+    for (const h of ["model", "bytes per token", "formula", "query / KV heads", ...data.tokens.filter((n) => n > 1).map((n) => plural(n, "token"))]) head.append(el("th", { scope: "col" }, h));
     const thead = el("thead");
     thead.append(head);
     table.append(thead);
@@ -60,8 +61,8 @@ class HeKvcalc extends SteppedElement {
       hover(name, `${r.name}: ${r.source ?? "this server's loaded config"}`, line);
       const gqa = r.query_heads && r.kv_heads && r.query_heads > r.kv_heads;
       const heads = el("td", {}, `${r.query_heads ?? "?"} / ${r.kv_heads}${gqa ? " GQA" : ""}`);
-      hover(heads, gqa ? `grouped-query attention: ${r.query_heads} query heads share ${r.kv_heads} KV heads; the cache stores only the KV heads, ${r.query_heads / r.kv_heads}× less`
-        : `${r.query_heads} query heads, one KV head each: no sharing`, line);
+      hover(heads, gqa ? `grouped-query attention: ${plural(r.query_heads, "query head")} share ${plural(r.kv_heads, "KV head")}; the cache stores only the KV heads, ${r.query_heads / r.kv_heads}× less`
+        : `${plural(r.query_heads, "query head")}, one KV head each: no sharing`, line);
       const per = el("td", { class: `he-num${r.key === "opt-13b" ? " he-keycell" : ""}` }, int(r.bytes_per_token));
       hover(per, `${r.formula} (${bytes(r.bytes_per_token)})`, line);
       const bpe = DTYPE_BYTES[data.dtype];
@@ -73,8 +74,8 @@ class HeKvcalc extends SteppedElement {
         const capped = r.sliding_window && t.tokens >= r.sliding_window;
         const key = r.key === "opt-13b" && t.tokens === 2048;
         const td = el("td", { class: `he-num${over ? " he-over" : ""}${key ? " he-keycell" : ""}` }, bytes(t.total_bytes));
-        hover(td, `${r.name}, ${int(t.tokens)} tokens: ${int(t.total_bytes)} bytes`
-          + (capped ? ` (the sliding window keeps only the last ${int(r.sliding_window - 1)} positions' keys, so it stops growing)` : ` = ${int(t.tokens)} × ${int(r.bytes_per_token)}`)
+        hover(td, `${r.name}, ${plural(t.tokens, "token")}: ${int(t.total_bytes)} bytes`
+          + (capped ? ` (the sliding window keeps only the last ${plural(r.sliding_window - 1, "position")}' keys, so it stops growing)` : ` = ${int(t.tokens)} × ${int(r.bytes_per_token)}`)
           + (over ? `; beyond its ${int(r.context_window)}-token context window` : ""), line);
         tr.append(td);
       }
@@ -110,9 +111,9 @@ class HeKvcalc extends SteppedElement {
     const node = stats([
       [n ? `your cache after step ${n}` : "your cache after the prefill", bytes(kv.bytes), `step ${n}'s kv.bytes = ${int(kv.bytes)} bytes (every cached key and value tensor)`],
       ["positions", int(kv.seq_len), `kv.seq_len = ${kv.seq_len}`],
-      ["measured per token", `${int(kv.bytes_per_token)} B`, `kv.bytes_per_token = ${int(kv.bytes)} / ${int(kv.stored_tokens)} stored positions`],
+      ["measured per token", `${int(kv.bytes_per_token)} B`, `kv.bytes_per_token = ${int(kv.bytes)} / ${plural(kv.stored_tokens, "stored position")}`],
       ["formula, in " + (kv.dtype ?? "?"), predicted != null ? `${int(predicted)} B${predicted === kv.bytes ? " = measured" : ""}` : "–",
-        predicted != null ? `${int(ours.bytes_per_token)} B/token in ${data.dtype} × ${size}/${tableSize} bytes per element (${kv.dtype}) × ${int(kv.stored_tokens)} positions = ${int(predicted)} bytes`
+        predicted != null ? `${int(ours.bytes_per_token)} B/token in ${data.dtype} × ${size}/${tableSize} bytes per element (${kv.dtype}) × ${plural(kv.stored_tokens, "position")} = ${int(predicted)} bytes`
           + (predicted === kv.bytes ? ": equal to the measured cache" : `: the measured cache holds ${int(kv.bytes)}`) : "unknown dtype"],
     ], line);
     const wrap = el("div", { class: "he-live" });
@@ -133,15 +134,15 @@ class HeKvcalc extends SteppedElement {
     const line = readout("Hover or tap a number for how it was computed.");
     const free = data.memory_bytes - data.weight_bytes;
     this.capPart.replaceChildren(
-      el("p", { class: "he-big he-visitors" }, `${int(data.visitors)} visitors' caches fit`),
+      el("p", { class: "he-big he-visitors" }, plural(data.visitors, "visitor's cache fits", "visitors' caches fit")),
       stats([
         ["memory", bytes(data.memory_bytes), `${int(data.memory_bytes)} bytes`],
         ["weights", bytes(data.weight_bytes), `${int(data.weight_bytes)} bytes of this server's weights, loaded once for everyone`],
-        ["one visitor's cache", bytes(data.kv_bytes_per_visitor), `${int(data.context_tokens)} tokens in ${data.dtype}: ${int(data.kv_bytes_per_visitor)} bytes`],
+        ["one visitor's cache", bytes(data.kv_bytes_per_visitor), `${plural(data.context_tokens, "token")} in ${data.dtype}: ${int(data.kv_bytes_per_visitor)} bytes`],
         ["visitors", int(data.visitors), `floor((${int(data.memory_bytes)} − ${int(data.weight_bytes)}) / ${int(data.kv_bytes_per_visitor)}) = ${int(data.visitors)}`],
       ], line),
       line,
-      caption(`Computed on this server for its own model: (memory − weights) / one cache of ${int(data.context_tokens)} tokens`
+      caption(`Computed on this server for its own model: (memory − weights) / one cache of ${plural(data.context_tokens, "token")}`
         + `${free < 0 ? "; the weights alone do not fit" : ""}. Activations and fragmentation are ignored, so a real server fits fewer.`));
   }
 }

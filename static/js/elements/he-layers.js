@@ -8,6 +8,7 @@ import { detailKey, requestFromServer } from "../run-view.js";
 import { resolveIndex } from "../lib/choose.js";
 import { readout, hover } from "../lib/widgets.js";
 import { roving } from "../lib/pointer.js";
+import { plural } from "../lib/plural.js";
 
 const SVG = "http://www.w3.org/2000/svg";
 const svg = (tag, attrs = {}, text) => {
@@ -68,8 +69,8 @@ class HeLayers extends SteppedElement {
     const v = cols[sel].values;
     const grew = v[0] ? v[v.length - 1] / v[0] : NaN;
     return [scroller(grid), this.#chart(v, name(sel)), caption(
-      `Measured on this run: the L2 norm of the residual stream at ${cols.length} positions (${P} prompt, ${cols.length - P} generated), ` +
-      `from the input through ${depth - 1} layers. Each column is coloured relative to its own largest norm, on a log scale (so the small input norms still show). ` +
+      `Measured on this run: the L2 norm of the residual stream at ${plural(cols.length, "position")} (${P} prompt, ${cols.length - P} generated), ` +
+      `from the input through ${plural(depth - 1, "layer")}. Each column is coloured relative to its own largest norm, on a log scale (so the small input norms still show). ` +
       `Chart: ${name(sel)}, from ${fmt(v[0], 3)} to ${fmt(v[v.length - 1], 3)} (×${fmt(grew, 1)}). Click a column to chart it; hover for values.`,
     )];
   }
@@ -114,7 +115,7 @@ class HeLayers extends SteppedElement {
     const layers = state.model?.layers ?? lens.length;
     if (!full && lens.length < layers) this.#askWholeLens(state, chosenStep);
     if (!full && lens.length < layers) {
-      const more = el("button", { type: "button", class: "secondary" }, `Read all ${layers} layers`);
+      const more = el("button", { type: "button", class: "secondary" }, `Read all ${plural(layers, "layer")}`);
       more.addEventListener("click", () => { more.disabled = true; requestFromServer(this, { type: "detail", what: "lens", step: chosenStep }); });
       controls.append(more);
     }
@@ -150,7 +151,7 @@ class HeLayers extends SteppedElement {
     roving(table.tBodies[0].querySelectorAll("td"), { columns: k }); // one tab stop: arrows across guesses and layers
     return [controls, ...asked.line, scroller(table), line, caption(
       `Measured on this run (${step ? `step ${chosenStep}, position ${step.input.position}` : "the prompt's last position"}): ` +
-      `${lens.length} layers read through the final norm and output head. The last one's top guess is ` +
+      `${plural(lens.length, "layer")} read through the final norm and output head. The last one's top guess is ` +
       `${lastText != null ? JSON.stringify(lastText) : `id ${last.ids[0]}`} at ${fmt(last.probs[0], 3)}` +
       (top ? `; the model's own top logit is ${JSON.stringify(top.text)} at ${fmt(top.prob, 3)}` : "") + ". " +
       (chosen ? (firstHit ? `The chosen token ${JSON.stringify(chosen.text)} is first the top guess after layer ${firstHit.layer + 1} (L${firstHit.layer + 1}).` : `The chosen token ${JSON.stringify(chosen.text)} is never the top lens guess.`) : "") +

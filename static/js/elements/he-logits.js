@@ -2,6 +2,7 @@
 import { SteppedElement, define, el, caption, showPiece, fmt } from "../lib/base-element.js";
 import { mount, readout, hover, chip, pct, int, forkRow } from "../lib/widgets.js";
 import { roving } from "../lib/pointer.js";
+import { plural } from "../lib/plural.js";
 
 
 class HeLogits extends SteppedElement {
@@ -46,7 +47,7 @@ class HeLogits extends SteppedElement {
     legend.append(el("span", { class: "he-key he-key-logit" }), " raw logit  ",
       el("span", { class: "he-key he-key-prob" }), " probability (softmax of the raw logits, before temperature and filters)");
     body.replaceChildren(
-      el("p", { class: "he-big" }, `one score for each of ${int(logits.vocab_size)} tokens`),
+      el("p", { class: "he-big" }, `one score for each of ${plural(logits.vocab_size, "token")}`),
       legend, chart, line, ...(step ? [forkRow(this, step, top)] : []),
       caption(`${where}: the LM head produced ${int(logits.vocab_size)} logits, one for each token of the vocabulary. `
         + `The ${top.length} highest are shown, sorted by raw logit; together they hold ${pct(shownMass)} of the probability. `

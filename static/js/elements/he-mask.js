@@ -2,6 +2,7 @@
 // runState.checks.causal_mask {passed, data: {change_at, original, replacement, max_abs_change[], earlier_unchanged}}.
 import { SteppedElement, define, el, caption, showPiece, fmt } from "../lib/base-element.js";
 import { matrix, scroller } from "../lib/grid.js";
+import { plural } from "../lib/plural.js";
 
 class HeMask extends SteppedElement {
   render(state) {
@@ -25,7 +26,7 @@ class HeMask extends SteppedElement {
         const future = k > q;
         const outside = !future && win != null && q - k > win;
         if (!future && !outside) visible += 1;
-        const why = future ? "masked: a later position" : outside ? `masked: more than ${win} positions back (sliding window)` : "visible";
+        const why = future ? "masked: a later position" : outside ? `masked: more than ${plural(win, "position")} back (sliding window)` : "visible";
         return { cls: future || outside ? "masked" : "open", title: `query ${name(q)} → key ${name(k)}: ${why}` };
       },
     });

@@ -2,6 +2,7 @@
 import { SteppedElement, define, el, caption, showPiece, fmt } from "../lib/base-element.js";
 import { unpack } from "../lib/packed.js";
 import { readout, hover, chip, int } from "../lib/widgets.js";
+import { plural } from "../lib/plural.js";
 
 const WAIT = { status: "waiting", text: "waiting for the run" };
 
@@ -110,7 +111,7 @@ function attentionVocab(rs) {
   if (!s) return WAIT;
   const ok = s.attention.keys === s.kv.seq_len;
   return { status: verdict(ok),
-    text: `At step ${s.step} the new query was compared with ${int(s.attention.keys)} keys, one per cached position (the cache held ${int(s.kv.seq_len)}), `
+    text: `At step ${s.step} the new query was compared with ${plural(s.attention.keys, "key")}, one per cached position (the cache held ${int(s.kv.seq_len)}), `
       + `not with the ${int(s.logits.vocab_size)} vocabulary entries; only the LM head scores the vocabulary.`,
     raw: `attention.keys ${s.attention.keys}, kv.seq_len ${s.kv.seq_len}, logits.vocab_size ${s.logits.vocab_size}` };
 }
@@ -122,7 +123,7 @@ function passes(rs) {
   const ok = decode.length + 1 === n;
   const ms = decode.reduce((a, s) => a + (s.timing?.forward_ms || 0), 0);
   return { status: verdict(ok),
-    text: `${int(n)} token${n === 1 ? "" : "s"} took ${int(decode.length + 1)} forward passes: 1 prefill over ${int(rs.prefill.tokens.length)} positions `
+    text: `${plural(n, "token")} took ${plural(decode.length + 1, "forward pass", "forward passes")}: 1 prefill over ${plural(rs.prefill.tokens.length, "position")} `
       + `(${fmt(rs.prefill.timing?.forward_ms, 1)} ms) + ${int(decode.length)} decode passes of one position each (${fmt(ms, 1)} ms in all).`,
     raw: `steps ${n}; forward: ${rs.steps.map((s) => s.forward).join(", ")}` };
 }
@@ -135,7 +136,7 @@ function kvWindow(rs) {
   const ok = windows.size === 1 && kvs.every((k) => k.seq_len <= k.context_window) && (model == null || windows.has(model));
   const first = kvs[0], lastKv = kvs[kvs.length - 1];
   return { status: verdict(ok),
-    text: `The cache grew from ${int(first.seq_len)} to ${int(lastKv.seq_len)} positions (${int(first.bytes)} → ${int(lastKv.bytes)} bytes); `
+    text: `The cache grew from ${int(first.seq_len)} to ${plural(lastKv.seq_len, "position")} (${int(first.bytes)} → ${int(lastKv.bytes)} bytes); `
       + `the context window stayed ${[...windows].map(int).join(" / ")} in all ${int(kvs.length)} payloads, and every seq_len stayed within it.`,
     raw: `seq_len ${kvs.map((k) => k.seq_len).join(", ")}; context_window ${[...windows].join(", ")}` };
 }
@@ -144,7 +145,7 @@ function weights(check) {
   if (!check) return WAIT;
   const d = check.data || {};
   return { status: verdict(check.passed),
-    text: `A checksum over ${int(d.parameters)} parameters: ${d.checksum_before} before the run, ${d.checksum_after} after. `
+    text: `A checksum over ${plural(d.parameters, "parameter")}: ${d.checksum_before} before the run, ${d.checksum_after} after. `
       + (check.passed ? "No weight was updated." : "The weights changed."),
     raw: `weights_unchanged: passed ${check.passed}, checksum_before ${d.checksum_before}, checksum_after ${d.checksum_after}` };
 }

@@ -3,6 +3,7 @@
 // figure from the run, and the stages the step has reached are lit.
 import { SteppedElement, define, el, showPiece, bytes } from "../lib/base-element.js";
 import { promptFigure } from "../lib/spans.js";
+import { plural } from "../lib/plural.js";
 
 const fixed = (x, d) => (x == null || !Number.isFinite(x) ? "–" : x.toFixed(d));
 
@@ -10,12 +11,12 @@ const fixed = (x, d) => (x == null || !Number.isFinite(x) ? "–" : x.toFixed(d)
 const STAGES = [
   ["try", "messages", (rs) => rs.prefill?.template?.spans && promptFigure(rs.prefill.template.spans)],
   ["template", "template", (rs) => rs.prefill?.template && `${rs.prefill.template.text.length} chars`],
-  ["tokens", "tokens", (rs) => rs.prefill?.tokens && `${rs.prefill.tokens.length} tokens`],
-  ["embeddings", "embeddings", (rs) => rs.prefill?.embeddings?.shape && `${rs.prefill.embeddings.shape[1]} numbers each`],
+  ["tokens", "tokens", (rs) => rs.prefill?.tokens && `${plural(rs.prefill.tokens.length, "token")}`],
+  ["embeddings", "embeddings", (rs) => rs.prefill?.embeddings?.shape && `${plural(rs.prefill.embeddings.shape[1], "number")} each`],
   ["positions", "positions", (rs) => rs.prefill?.positions?.scheme],
   ["mask", "mask", (rs) => rs.prefill?.mask && `${rs.prefill.mask.size}×${rs.prefill.mask.size}`],
-  ["attention", "attention", (rs, s) => (s?.attention ? `${s.attention.keys} keys` : rs.prefill?.attention && `${rs.prefill.attention.layers} layers`)],
-  ["layers", "layers", (rs) => rs.model?.layers != null && `${rs.model.layers} layers`],
+  ["attention", "attention", (rs, s) => (s?.attention ? `${plural(s.attention.keys, "key")}` : rs.prefill?.attention && `${plural(rs.prefill.attention.layers, "layer")}`)],
+  ["layers", "layers", (rs) => rs.model?.layers != null && `${plural(rs.model.layers, "layer")}`],
   ["logits", "logits", (rs, s) => topLogit(s ? s.logits : rs.prefill?.logits)],
   ["stages", "stages", (rs, s) => s?.stages && `T = ${rs.session?.params?.temperature ?? "–"}`],
   ["filter", "filter", (rs, s) => s?.stages?.length && `${s.stages[s.stages.length - 1].survivors} survive`],

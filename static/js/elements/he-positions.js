@@ -5,6 +5,7 @@ import { SteppedElement, define, el, caption, showPiece, heat, fmt } from "../li
 import { unpack, at, row } from "../lib/packed.js";
 import { readout, hover } from "../lib/widgets.js";
 import { roving } from "../lib/pointer.js";
+import { plural } from "../lib/plural.js";
 
 const SVG = "http://www.w3.org/2000/svg";
 const svg = (tag, attrs) => {
@@ -45,8 +46,8 @@ class HePositions extends SteppedElement {
 
     const head = el("p", { class: "he-head" });
     head.append("Rotary positions: each pair of a ", el("strong", {}, `${rot.head_dim}-dim`),
-      ` query/key head vector (${pairs} pairs) is turned by position × frequency; θ (theta) = `,
-      el("strong", {}, fmt(rot.theta, 0)), `. Shown: ${nf} of the ${pairs} pairs.`);
+      ` query/key head vector (${plural(pairs, "pair")}) is turned by position × frequency; θ (theta) = `,
+      el("strong", {}, fmt(rot.theta, 0)), `. Shown: ${nf} of the ${plural(pairs, "pair")}.`);
 
     const grid = el("div", { class: "he-clocks", style: `--n:${nf}`, role: "table", "aria-label": "Rotation angle per position and frequency pair" });
     const hr = el("div", { class: "he-clock-row he-row-head", role: "row" });
@@ -76,7 +77,7 @@ class HePositions extends SteppedElement {
     scroll.append(grid);
     const fast = step[0], slow = step[nf - 1];
     this.root.replaceChildren(head, scroll, line, caption(
-      `Measured on this run: angles for ${count} positions × ${nf} frequency pairs. ` +
+      `Measured on this run: angles for ${plural(count, "position")} × ${nf} frequency pairs. ` +
       (count > 1 ? `The fastest pair shown turns ${fmt(fast, 3)} rad per position, the slowest ${fmt(slow, 5)} rad, so nearby positions differ in the fast pairs and distant ones in the slow pairs. ` : "") +
       "The grey line is angle 0 (position 0); hover a dial for its angle.",
     ));

@@ -3,6 +3,7 @@
 import { SteppedElement, define, el, caption, bytes, fmt } from "../lib/base-element.js";
 import { readout, pct, int } from "../lib/widgets.js";
 import { MeasuredElement, stats, bars } from "../lib/measure.js";
+import { plural } from "../lib/plural.js";
 
 class HeQuant extends MeasuredElement {
   static what = "quantize";
@@ -37,7 +38,7 @@ class HeQuant extends MeasuredElement {
         ["top-1 agreement", pct(data.top1_agreement), `top1_agreement = ${data.top1_agreement}: positions where both models rank the same token first`],
         ["greedy reply", data.greedy_tokens_identical ? "identical" : "different", `greedy_tokens_identical = ${data.greedy_tokens_identical}: each model decoding freely`],
       ], line),
-      el("p", {}, `${int(data.quantized_layers)} linear layers were stored as int${data.bits} with one scale per output channel. `
+      el("p", {}, `${plural(data.quantized_layers, "linear layer")} were stored as int${data.bits} with one scale per output channel. `
         + `LM head: ${data.lm_head}.${/tied/.test(data.lm_head) ? " It shares its matrix with the embedding table, which stays in float, so the head does too." : ""}`),
       line,
       caption(`Measured ${data.measured_at ? `at ${data.measured_at} (UTC)` : "just now"} on this server's model: weight-only int${data.bits} quantization of a copy (the original is untouched), compared on your prompt `

@@ -1,6 +1,7 @@
 // <he-sequence>: append and loop: the prompt tokens, then one token per step, each fed back in.
 import { SteppedElement, define, el, caption, showPiece } from "../lib/base-element.js";
 import { mount, readout, hover, chip, int } from "../lib/widgets.js";
+import { plural } from "../lib/plural.js";
 
 class HeSequence extends SteppedElement {
   render(rs) {
@@ -39,11 +40,11 @@ class HeSequence extends SteppedElement {
     if (step) parts.unshift(loop(step, n, rs));
     const stopped = n === rs.steps.length ? rs.done?.stop_reason ?? step?.stop_reason : null;
     parts.push(caption(step
-      ? `This run: ${int(P)} prompt tokens (positions 0–${P - 1}) + ${int(n)} generated = ${int(P + n)} tokens. `
+      ? `This run: ${plural(P, "prompt token")} (positions 0–${P - 1}) + ${int(n)} generated = ${plural(P + n, "token")}. `
         + `Step ${n}'s ${step.forward} forward pass read id ${step.input.id} at position ${step.input.position}; `
         + `the token it chose (highlighted) was appended at position ${P + n - 1}`
         + (stopped ? ` and the run stopped (${stopped}).` : n < rs.steps.length ? ` and fed to step ${n + 1}.` : " and will be fed to the next step.")
-      : `The prompt: ${int(P)} tokens (positions 0–${P - 1}), read by the prefill in one forward pass. No token generated yet.`));
+      : `The prompt: ${plural(P, "token")} (positions 0–${P - 1}), read by the prefill in one forward pass. No token generated yet.`));
     body.replaceChildren(...parts);
   }
 }
@@ -53,7 +54,7 @@ function loop(step, n, rs) {
   const box = el("ol", { class: "he-loop" });
   const a = el("li");
   a.append("input ", chip(step.input.text, step.input.id, "he-input"), ` at position ${step.input.position}`);
-  const b = el("li", {}, `${step.forward} forward pass over ${int(step.attention?.keys)} cached positions`);
+  const b = el("li", {}, `${step.forward} forward pass over ${plural(step.attention?.keys, "cached position")}`);
   const c = el("li");
   c.append("logits → stages → ", step.greedy ? "argmax → " : "dice → ", chip(step.token.text, step.token.id, "he-newest"));
   const d = el("li", {}, `appended at position ${step.input.position + 1}`);

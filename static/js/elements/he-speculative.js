@@ -4,6 +4,7 @@
 import { SteppedElement, define, el, caption, fmt } from "../lib/base-element.js";
 import { readout, hover, chip, textsOf, pct, int } from "../lib/widgets.js";
 import { Measure, MeasuredElement, stats, bars, legend, ms } from "../lib/measure.js";
+import { plural } from "../lib/plural.js";
 
 const DRAFTS = [["", "the server's default"], ["ngram", "n-gram prompt lookup (no draft model)"], ["model", "the draft model"]];
 
@@ -21,7 +22,9 @@ class HeSpeculative extends MeasuredElement {
       for (const [value, label] of DRAFTS) select.append(el("option", { value }, label));
       this.measure = new Measure(this, "speculative", { label: HeSpeculative.label, fields: ["draft"],
         extra: () => (select.value ? { draft: select.value } : {}) });
-      this.measure.node.append(el("label", { class: "he-draft-label" }, "draft: ", select));
+      const picker = el("label", { class: "he-draft-label" }, "draft: ");
+      picker.append(select);  // el() takes one text argument: the menu is appended, not passed after it
+      this.measure.node.append(picker);
     }
     super.render(rs);
   }
@@ -61,9 +64,9 @@ class HeSpeculative extends MeasuredElement {
     const n = data.tokens.length;
     const alone = data.target_alone_forward_passes ?? data.target_tokens?.length;
     const passes = bars([
-      { label: "speculative", value: data.target_forward_passes, text: `${int(data.target_forward_passes)} passes`, cls: "he-t-prefill",
-        title: `target forward passes with the draft: ${data.target_forward_passes} for ${n} tokens (and ${ngram ? "no model passes for the lookups" : `${data.draft_forward_passes} cheap draft passes`})` },
-      { label: "target alone", value: alone ?? 0, text: `${int(alone)} passes`, cls: "he-t-forward",
+      { label: "speculative", value: data.target_forward_passes, text: `${plural(data.target_forward_passes, "pass")}`, cls: "he-t-prefill",
+        title: `target forward passes with the draft: ${data.target_forward_passes} for ${plural(n, "token")} (and ${ngram ? "no model passes for the lookups" : `${data.draft_forward_passes} cheap draft passes`})` },
+      { label: "target alone", value: alone ?? 0, text: `${plural(alone, "pass")}`, cls: "he-t-forward",
         title: `target forward passes decoding alone: ${alone} for ${data.target_tokens?.length ?? "–"} tokens, one per token` },
     ], line);
     this.view.replaceChildren(
@@ -71,18 +74,18 @@ class HeSpeculative extends MeasuredElement {
         `Identical to the target's own greedy output: ${data.identical ? "yes" : "no"}`),
       stats([
         ["acceptance rate", pct(data.acceptance_rate), `acceptance_rate = ${data.acceptance_rate}: accepted proposals / all proposals`],
-        ["tokens", int(n), `${n} tokens generated, ${data.rounds.length} rounds of up to k = ${data.k} proposals`],
-        ["target passes", int(data.target_forward_passes), `${data.target_forward_passes} target forward passes for ${n} tokens`],
+        ["tokens", int(n), `${plural(n, "token")} generated, ${data.rounds.length} rounds of up to k = ${data.k} proposals`],
+        ["target passes", int(data.target_forward_passes), `${data.target_forward_passes} target forward passes for ${plural(n, "token")}`],
         ngram ? ["draft", `${int(data.ngram_size)}-gram lookup`, `proposals copied from what followed the latest earlier match of the last 1–${data.ngram_size} tokens; rounds without a match are ordinary decode steps`]
           : ["draft passes", int(data.draft_forward_passes), `${data.draft_forward_passes} draft forward passes (one per proposal)`],
         ["speed-up", `${fmt(data.speedup, 2)}×`, `target alone ${fmt(data.target_ms, 1)} ms / speculative ${fmt(data.spec_ms, 1)} ms = ${fmt(data.speedup, 3)}×`],
       ], line),
-      el("p", { class: "he-col-sub" }, `Forward passes of this server's model for ${int(n)} tokens:`), passes,
+      el("p", { class: "he-col-sub" }, `Forward passes of this server's model for ${plural(n, "token")}:`), passes,
       el("p", { class: "he-col-sub" }, "Each round, the draft's proposals:"),
       legend([["he-acc", "accepted"], ["he-rej", "first rejected"], ["he-skip", "discarded"], ["he-corr", "target's correction"], ["he-bonus", "bonus"]]),
       scroll, line,
       caption(`Measured ${data.measured_at ? `at ${data.measured_at} (UTC)` : "just now"} on this server: greedy speculative decoding with ${ngram ? "n-gram prompt lookup" : "a draft model"}, `
-        + `k = ${data.k}, ${int(n)} tokens in ${ms(data.spec_ms)} against ${ms(data.target_ms)} for the model alone. `
+        + `k = ${data.k}, ${plural(n, "token")} in ${ms(data.spec_ms)} against ${ms(data.target_ms)} for the model alone. `
         + "Token ids without text did not appear in your run. "
         + (ngram ? "Prompt lookup only pays off when the reply repeats earlier text (quotes, code, lists); otherwise most rounds find nothing to copy."
           : "A speed-up below 1 means the draft cost more than it saved: with a target this small, its passes are already cheap.")));

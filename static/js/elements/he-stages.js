@@ -4,6 +4,7 @@ import { SteppedElement, define, el, caption, showPiece, fmt } from "../lib/base
 import { requestFromServer } from "../run-view.js";
 import { mount, readout, hover, chip, textsOf, linkIds, pct, int } from "../lib/widgets.js";
 import { roving } from "../lib/pointer.js";
+import { plural } from "../lib/plural.js";
 
 const WHAT = {
   repetition_penalty: "divides positive logits of tokens already in the sequence",
@@ -79,7 +80,7 @@ class HeStages extends SteppedElement {
     for (const s of stages) {
       const li = el("li", { class: s.applied ? "he-pipe-on" : "he-pipe-off" });
       li.append(el("b", {}, s.name), ` ${paramText(s.name, params)} · ${s.applied ? `${int(s.survivors)} left` : "off"}`);
-      hover(li, `${s.name} (${WHAT[s.name] || ""}): ${s.applied ? "applied" : "not applied"}, ${int(s.survivors)} of ${int(vocab)} tokens left`, line);
+      hover(li, `${s.name} (${WHAT[s.name] || ""}): ${s.applied ? "applied" : "not applied"}, ${int(s.survivors)} of ${plural(vocab, "token")} left`, line);
       pipe.append(li);
     }
     pipe.append(el("li", { class: "he-pipe-on" }, "softmax → probabilities"));

@@ -1,6 +1,7 @@
 // <he-stop>: why the run stopped: every stop condition with its numbers, the one that fired highlighted.
 import { SteppedElement, define, el, caption, showPiece } from "../lib/base-element.js";
 import { readout, hover, chip, pct, int } from "../lib/widgets.js";
+import { plural } from "../lib/plural.js";
 
 class HeStop extends SteppedElement {
   render(rs) {
@@ -30,7 +31,8 @@ class HeStop extends SteppedElement {
 
     const eosDetail = el("p");
     if (reason === "eos" && last) eosDetail.append(`step ${n} picked `, chip(last.token.text, last.token.id, "he-chosen"), last.token.special ? " (a special token)" : "");
-    else eosDetail.append(n ? `none of the ${int(n)} tokens chosen was an end-of-sequence token` : "no token chosen yet");
+    else eosDetail.append(n === 1 ? "the 1 token chosen was not an end-of-sequence token"
+      : n ? `none of the ${plural(n, "token")} chosen was an end-of-sequence token` : "no token chosen yet");
     add("eos", "the model chose its end-of-sequence token", eosDetail, null,
       reason === "eos" && last ? `the end-of-sequence token ${showPiece(last.token.text)} (id ${last.token.id}) was chosen at step ${n}` : "fires when the chosen token is one of the model's end-of-sequence tokens");
 
@@ -42,14 +44,14 @@ class HeStop extends SteppedElement {
       stops.length ? `stop strings: ${stops.map((s) => JSON.stringify(s)).join(", ")}` : "params.stop is empty");
 
     const M = params.max_new_tokens;
-    add("max_new_tokens", "the step budget ran out", el("p", {}, `${int(n)} steps of max_new_tokens = ${int(M)}`),
-      M ? meter(n / M) : null, `${n} of ${M} new tokens (${pct(M ? n / M : NaN)})`);
+    add("max_new_tokens", "the step budget ran out", el("p", {}, `${plural(n, "step")} of max_new_tokens = ${int(M)}`),
+      M ? meter(n / M) : null, `${n} of ${plural(M, "new token")} (${pct(M ? n / M : NaN)})`);
 
     const L = P + n;
     add("context_window", "the sequence reached the context window",
-      el("p", {}, `sequence ${int(P)} + ${int(n)} = ${int(L)} tokens of ${int(W)} positions`
-        + (last ? ` (KV cache: ${int(last.kv.seq_len)} positions)` : "")),
-      W ? meter(L / W) : null, `${L} of ${W} positions (${pct(W ? L / W : NaN)})`);
+      el("p", {}, `sequence ${int(P)} + ${int(n)} = ${plural(L, "token")} of ${plural(W, "position")}`
+        + (last ? ` (KV cache: ${plural(last.kv.seq_len, "position")})` : "")),
+      W ? meter(L / W) : null, `${L} of ${plural(W, "position")} (${pct(W ? L / W : NaN)})`);
 
     add("stopped", "the visitor pressed stop", el("p", {}, reason === "stopped" ? `stopped after step ${n}` : "the visitor did not stop this run"), null,
       "fires when the page sends a stop message");
@@ -58,8 +60,8 @@ class HeStop extends SteppedElement {
     const head = el("p", { class: "he-big" }, reason ? `stopped by: ${reason}` : later ? `after step ${n}: no condition has fired yet` : "still running: no condition has fired yet");
     this.root.replaceChildren(head, list, line,
       caption(reason
-        ? `This run stopped after ${int(n)} step${n === 1 ? "" : "s"} because ${explain(reason)}. After every step the server checks eos, stop_string, max_new_tokens and context_window in this order; the first that holds ends the run.`
-        : `After ${int(n)} step${n === 1 ? "" : "s"} none of the conditions holds yet; each is checked after every step.`
+        ? `This run stopped after ${plural(n, "step")} because ${explain(reason)}. After every step the server checks eos, stop_string, max_new_tokens and context_window in this order; the first that holds ends the run.`
+        : `After ${plural(n, "step")} none of the conditions holds yet; each is checked after every step.`
           + (later ? ` The run went on to step ${int(rs.steps.length)}.` : "")));
   }
 }

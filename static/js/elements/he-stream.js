@@ -1,6 +1,7 @@
 // <he-stream>: detokenize and stream: every step's token id, its piece, and the text it released.
 import { SteppedElement, define, el, caption, showPiece } from "../lib/base-element.js";
-import { readout, hover, chip, int } from "../lib/widgets.js";
+import { readout, hover, chip } from "../lib/widgets.js";
+import { plural } from "../lib/plural.js";
 
 class HeStream extends SteppedElement {
   render(rs) {
@@ -63,10 +64,10 @@ class HeStream extends SteppedElement {
           : " It differs from the reply the server reported at the end (done.text).";
     }
     this.root.replaceChildren(scroll,
-      el("p", { class: "he-col-sub" }, `the reply after step ${int(k)} of ${int(n)}: ${int(reply.length)} characters from ${int(steps.length)} token${steps.length === 1 ? "" : "s"}`),
+      el("p", { class: "he-col-sub" }, `the reply after step ${int(k)} of ${int(n)}: ${plural(reply.length, "character")} from ${plural(steps.length, "token")}`),
       text, line,
       caption(`Each step's token id is turned back into text: "piece" is the token decoded alone, "text released" is the step's text_delta, `
-        + `the newly complete text. Up to step ${int(k)} of this run, ${int(steps.length)} step${steps.length === 1 ? "" : "s"} released ${int(reply.length)} character${reply.length === 1 ? "" : "s"}`
+        + `the newly complete text. Up to step ${int(k)} of this run, ${plural(steps.length, "step")} released ${plural(reply.length, "character")}`
         + `${held ? `; ${held} step${held > 1 ? "s" : ""} released nothing while bytes were held back until the UTF-8 was complete` : "; no step had to hold bytes back"}`
         + `${differs ? `; in ${differs} step${differs > 1 ? "s" : ""} the released text differs from the piece alone` : ""}.${match}`));
     if (this.isConnected) scroll.scrollTop = scroll.scrollHeight; // the step shown is the last row

@@ -2,6 +2,7 @@
 // Reads prefill.template {text, source, spans[{role, start, end}]} and prefill.tokens[{bytes, special, id, text}].
 import { SteppedElement, define, el, caption, showPiece } from "../lib/base-element.js";
 import { typedSpans, typedMessages } from "../lib/spans.js";
+import { plural } from "../lib/plural.js";
 
 // "template": text the template adds on its own (a default system prompt, a date line), drawn as "added by the template".
 const ROLE_CLASS = { system: "role-system", user: "role-user", assistant: "role-assistant", template: "role-none" };
@@ -78,11 +79,11 @@ class HeTemplate extends SteppedElement {
     const scroll = el("div", { class: "he-scroll", tabindex: "0", role: "region", "aria-label": "the templated prompt (scrollable)" });
     scroll.append(out);
     this.root.replaceChildren(head, legend, scroll, caption(
-      `Measured on this run: the ${messages} message${messages === 1 ? "" : "s"} you typed became one string of ${maps.chars} characters; ` +
+      `Measured on this run: the ${plural(messages, "message")} you typed became one string of ${plural(maps.chars, "character")}; ` +
       // A message's turn includes its role markers; everything else (a default system prompt, the generation prompt) is the template's own.
       `${maps.chars - insideChars} of them lie outside your messages' turns, added by the template. ` +
-      (specials.length ? `The template added ${specials.length} special token${specials.length === 1 ? "" : "s"} (${names.join(", ")}, `
-        + `${specials.reduce((n, s) => n + (s.end - s.start), 0)} characters) that mark roles and turn ends; you typed none of them.`
+      (specials.length ? `The template added ${plural(specials.length, "special token")} (${names.join(", ")}, `
+        + `${plural(specials.reduce((n, s) => n + (s.end - s.start), 0), "character")}) that mark roles and turn ends; you typed none of them.`
         : "No special tokens in this prompt."),
     ));
   }

@@ -5,6 +5,7 @@
 import { SteppedElement, define, el, caption, bytes, fmt } from "../lib/base-element.js";
 import { readout, hover, int } from "../lib/widgets.js";
 import { Measure, stats, bars, lineChart, legend, ms } from "../lib/measure.js";
+import { plural } from "../lib/plural.js";
 
 const KINDS = {
   tokenize: ["he-t-tok", "template + tokenizer"],
@@ -44,7 +45,7 @@ class HeTimeline extends SteppedElement {
     const line = readout("Hover or tap a segment or a bar for its exact time.");
 
     // Every timed phase in order, on one millisecond axis.
-    const phases = [["tokenize", pre.tokenize_ms, "before the prefill"], ["prefill", pre.forward_ms, `${int(rs.prefill.tokens.length)} prompt tokens`],
+    const phases = [["tokenize", pre.tokenize_ms, "before the prefill"], ["prefill", pre.forward_ms, `${plural(rs.prefill.tokens.length, "prompt token")}`],
       ["capture", pre.capture_ms, "after the prefill"]];
     steps.forEach((s, i) => {
       const t = s.timing || {};
@@ -98,16 +99,16 @@ class HeTimeline extends SteppedElement {
     const median = decodes.length ? decodes[Math.floor(decodes.length / 2)] : null;
     const tiles = stats([
       ["time to first token", ms(ttft), `steps[0].timing.ttft_ms = ${ttft} ms: the prefill plus the first sampling`],
-      ["prefill pass", ms(pre.forward_ms), `prefill.timing.forward_ms = ${pre.forward_ms} ms for ${rs.prefill.tokens.length} tokens at once`],
-      ["decode pass (median)", ms(median), `median forward_ms of ${decodes.length} decode steps, one token each`],
+      ["prefill pass", ms(pre.forward_ms), `prefill.timing.forward_ms = ${pre.forward_ms} ms for ${plural(rs.prefill.tokens.length, "token")} at once`],
+      ["decode pass (median)", ms(median), `median forward_ms of ${plural(decodes.length, "decode step")}, one token each`],
       ["time per output token", ms(d?.tpot_ms), d?.tpot_ms != null ? `done.timing.tpot_ms = (end-to-end ${fmt(d.total_ms)} − TTFT ${fmt(d.ttft_ms)}) / (${n} − 1) = ${fmt(d.tpot_ms)} ms` : "after the run ends, with at least 2 tokens"],
       ["tokens / s", last?.tokens_per_s != null ? fmt(last.tokens_per_s, 1) : "–", `the run's last step's timing.tokens_per_s = ${last?.tokens_per_s ?? "–"}: decode tokens per second over the whole run`],
       ["causal-mask check", check?.reused ? "reused" : ms(check?.measured_ms), checkTitle(check)],
     ], line);
     this.runPart.replaceChildren(tiles, bar, axis, ...(untimed ? [untimed] : []), legend(Object.values(KINDS)),
       el("p", { class: "he-col-sub" }, "Each forward pass, prefill (P) then decode steps, on one scale:"), cols, line,
-      caption(`Measured over your whole run, whatever step the page shows: the prefill read ${int(rs.prefill.tokens.length)} prompt tokens in one pass of ${ms(pre.forward_ms)}; `
-        + `${int(steps.length)} step${steps.length === 1 ? "" : "s"} followed (step 1 samples from the prefill, so it has no forward pass of its own). `
+      caption(`Measured over your whole run, whatever step the page shows: the prefill read ${plural(rs.prefill.tokens.length, "prompt token")} in one pass of ${ms(pre.forward_ms)}; `
+        + `${plural(steps.length, "step")} followed (step 1 samples from the prefill, so it has no forward pass of its own). `
         + (total != null ? `End to end ${ms(total)}. ` : "") + "Capture is what this page adds to draw the diagrams; a production server skips it."));
   }
 
@@ -127,28 +128,28 @@ class HeTimeline extends SteppedElement {
     const line = readout("Hover or tap a point or a bar for its value.");
     const chart = lineChart([
       { name: "prefill", cls: "he-c-prefill", points: rows.map((r) => ({ x: r.prompt_tokens, y: r.prefill_ms,
-        title: `prefill of ${r.prompt_tokens} tokens: ${r.prefill_ms} ms (${fmt(data.prefill_tokens_per_s[r.prompt_tokens], 1)} tokens/s)` })) },
+        title: `prefill of ${plural(r.prompt_tokens, "token")}: ${r.prefill_ms} ms (${fmt(data.prefill_tokens_per_s[r.prompt_tokens], 1)} tokens/s)` })) },
       { name: "decode", cls: "he-c-decode", points: rows.map((r) => ({ x: r.prompt_tokens, y: r.decode_ms,
-        title: `one decode step after ${r.prompt_tokens} tokens: ${r.decode_ms} ms` })) },
+        title: `one decode step after ${plural(r.prompt_tokens, "token")}: ${r.decode_ms} ms` })) },
     ], { xLabel: "prompt tokens", yLabel: "ms", line });
     const longest = rows[rows.length - 1];
     const intensity = [{ label: "decode, 1 token", value: data.decode_intensity, text: fmt(data.decode_intensity, 2), cls: "he-t-forward",
       title: `decode: ${int(data.flops_per_token)} FLOPs per token / ${int(data.weight_bytes)} bytes of weights read = ${data.decode_intensity} FLOPs per byte` }]
-      .concat(Object.entries(data.prefill_intensity).map(([p, v]) => ({ label: `prefill, ${p} tokens`, value: v, text: fmt(v, 1), cls: "he-t-prefill",
-        title: `prefill of ${p} tokens: ${p} × ${int(data.flops_per_token)} FLOPs / ${int(data.weight_bytes)} bytes = ${v} FLOPs per byte` })));
+      .concat(Object.entries(data.prefill_intensity).map(([p, v]) => ({ label: `prefill, ${plural(p, "token")}`, value: v, text: fmt(v, 1), cls: "he-t-prefill",
+        title: `prefill of ${plural(p, "token")}: ${p} × ${int(data.flops_per_token)} FLOPs / ${int(data.weight_bytes)} bytes = ${v} FLOPs per byte` })));
     this.servedPart.replaceChildren(
       chart, legend([["he-t-prefill", "prefill (time to first token)"], ["he-t-forward", "one decode step"]]),
       stats([
         ["decode tokens / s", fmt(data.decode_tokens_per_s, 1), `1000 / decode_ms of the last row = ${data.decode_tokens_per_s}`],
-        [`prefill tokens / s (${longest.prompt_tokens})`, fmt(data.prefill_tokens_per_s[longest.prompt_tokens], 1), `${longest.prompt_tokens} tokens / ${longest.prefill_ms} ms`],
-        ["weights read per pass", bytes(data.weight_bytes), `${int(data.weight_bytes)} bytes: ${int(data.parameters)} parameters`],
+        [`prefill tokens / s (${longest.prompt_tokens})`, fmt(data.prefill_tokens_per_s[longest.prompt_tokens], 1), `${plural(longest.prompt_tokens, "token")} / ${longest.prefill_ms} ms`],
+        ["weights read per pass", bytes(data.weight_bytes), `${int(data.weight_bytes)} bytes: ${plural(data.parameters, "parameter")}`],
         [`one ${longest.prompt_tokens}-token prefill stalls`, `${fmt(longest.prefill_ms / longest.decode_ms, 1)} decode steps`,
           `${longest.prefill_ms} ms prefill / ${longest.decode_ms} ms per decode step: how long a reply streaming beside it waits, unless the phases are disaggregated`, "he-stall"],
       ], line),
       el("p", { class: "he-col-sub" }, "Arithmetic intensity: FLOPs done per byte of weights read (2 × parameters per token):"),
       bars(intensity, line),
       el("p", {}, `A decode step does about ${fmt(data.decode_intensity, 2)} floating-point operations per byte of weights it reads: every weight is fetched from memory `
-        + `to produce a single token. A prefill of ${longest.prompt_tokens} tokens reuses each fetched weight ${longest.prompt_tokens} times (${fmt(data.prefill_intensity[longest.prompt_tokens], 1)} per byte). `
+        + `to produce a single token. A prefill of ${plural(longest.prompt_tokens, "token")} reuses each fetched weight ${plural(longest.prompt_tokens, "time")} (${fmt(data.prefill_intensity[longest.prompt_tokens], 1)} per byte). `
         + "Processors can do far more arithmetic per byte than decode asks of them, so decode spends its time waiting on memory: it is memory-bound, and prefill is compute-bound."),
       line,
       caption(`Measured on this server's model: for each prompt length, one timed prefill over random tokens and then one decode step (after a warm-up pass). `

@@ -1,6 +1,7 @@
 // <he-tokens>: the prompt as the tokenizer cut it: one chip per token with its piece and id.
 // Reads prefill.tokens[{id, text, bytes, special}], prefill.template.text, prefill.timing.tokenize_ms.
 import { SteppedElement, define, el, caption, showPiece, fmt } from "../lib/base-element.js";
+import { plural, noun } from "../lib/plural.js";
 
 const hex = (arr) => [...arr].map((b) => b.toString(16).padStart(2, "0")).join(" ");
 
@@ -19,7 +20,7 @@ class HeTokens extends SteppedElement {
     this.setAttribute("data-token-count", String(tokens.length));
 
     const count = el("p", { class: "he-bignum" });
-    count.append(el("strong", { class: "he-count" }, tokens.length), ` tokens from ${chars} characters (${utf8.length} bytes)`);
+    count.append(el("strong", { class: "he-count" }, tokens.length), ` ${noun(tokens.length, "token")} from ${plural(chars, "character")} (${plural(utf8.length, "byte")})`);
 
     const list = el("ol", { class: "he-chips", "aria-label": "Prompt tokens" });
     tokens.forEach((t, i) => {
@@ -41,7 +42,7 @@ class HeTokens extends SteppedElement {
     const ratio = tokens.length ? chars / tokens.length : NaN;
     const ms = pre.timing?.tokenize_ms;
     this.root.replaceChildren(count, list, caption(
-      `Measured on this run: ${chars} characters became ${tokens.length} tokens, ${fmt(ratio, 2)} characters per token` +
+      `Measured on this run: ${plural(chars, "character")} became ${plural(tokens.length, "token")}, ${fmt(ratio, 2)} characters per token` +
       `${specials ? ` (${specials} of the tokens are special markers)` : ""}.` +
       (ms != null ? ` Template and tokenizer took ${fmt(ms, 1)} ms.` : "") +
       " Hover a chip for its byte range and bytes.",
