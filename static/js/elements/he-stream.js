@@ -1,6 +1,6 @@
 // <he-stream>: detokenize and stream: every step's token id, its piece, and the text it released.
 import { SteppedElement, define, el, caption, showPiece } from "../lib/base-element.js";
-import { readout, hover, chip } from "../lib/widgets.js";
+import { readout, hover, chip, int } from "../lib/widgets.js";
 import { plural } from "../lib/plural.js";
 
 class HeStream extends SteppedElement {
