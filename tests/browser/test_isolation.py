@@ -22,7 +22,10 @@ AUTHOR_BODY = "<table><tr><th>an author's</th><td>table</td></tr></table><p>More
 INNER_STYLES = """() => [...document.querySelectorAll(%s)].map((host) => {
     const nodes = [...host.shadowRoot.querySelectorAll('*')].filter((n) => n.localName !== 'slot').slice(0, 60);
     return [host.localName, nodes.map((n) => { const s = getComputedStyle(n);
-        return [n.localName, n.getAttribute('class'), s.fontFamily, s.fontSize, s.lineHeight, s.borderTopWidth, s.borderTopStyle,
+        // A dice segment's piece is sized to its segment's width (a container query): the author's border on the
+        // element narrows it, so its size follows the page's layout by design; everything else must not move.
+        const size = n.classList.contains('he-seg') ? 'fitted to the segment' : s.fontSize;
+        return [n.localName, n.getAttribute('class'), s.fontFamily, size, s.lineHeight, s.borderTopWidth, s.borderTopStyle,
                 s.borderTopColor, s.color, s.textAlign, s.letterSpacing].join('|'); })];
 })"""
 # The author's own nodes (everything outside the elements; what embed.js adds is inside them).

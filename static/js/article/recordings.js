@@ -114,7 +114,7 @@ export async function runRecordingLive(id) {
 /** The first paint: the first shipped example, drawn before (and without) any socket message. */
 export function loadExamples(indexUrl) {
   page.examples = new ExamplePicker($("#example-bar"), indexUrl, (recording, byVisitor, whole) => {
-    if (whole) return page.mode === "example" && showWhole(recording);
+    if (whole) return page.mode === "example" && !page.starting && showWhole(recording); // not under a run's start
     if (page.mode === "live" && !byVisitor) return false; // the visitor's own run came first
     if (page.mode === "live" && LIVE.has(runPhase())) stopRun(); // the visitor picked a recording over the run going on
     showRecording(recording, "example");
