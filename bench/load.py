@@ -1,10 +1,13 @@
 """Load benchmark: N concurrent WebSocket visitors against a live Daphne on loopback (bench/README.md).
 
-Each visitor connects to /ws/session/, and when all of a batch are connected they all send the same
-`start` (the article's prompt, greedy, a fixed max_new_tokens) and read until the run finishes, acking
-what they read. Per batch: time to first token, inter-token latency, total tokens/s, errors, and the
-ratios against the lone visitor measured in the same invocation; and TTFT, ITL, TPOT and end-to-end latency
-(mean, median, p95) with goodput, as vLLM's serving benchmark defines them. Nothing is asserted: figures only.
+Each visitor connects to /ws/session/, and when all of a batch are connected they all send `start` (by
+default visitor i asks the i-th of 32 short questions, so they share only the template's system prompt;
+`--prompt` gives them all one; greedy, exactly max_new_tokens) and read until the run finishes, acking what
+they read. Per batch: time to first token, inter-token latency, total tokens/s, errors, and the ratios
+against the lone visitor and against plain `model.generate` on the same weights, both measured in the same
+invocation (bench/plain_generate.py, before the server starts; its tokens are the greedy reference); and TTFT,
+ITL, TPOT and end-to-end latency (mean, median, p95) with goodput, as vLLM's serving benchmark defines them.
+Nothing is asserted: figures only.
 """
 from __future__ import annotations
 
@@ -25,6 +28,8 @@ from pathlib import Path
 import websockets
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+from bench import plain_generate  # noqa: E402 (after the path)
 ARTICLE_PROMPT = "The mole on my face may need a biopsy. Explain this simply."  # static/js/article/main.js
 MAX_VISITORS = 256  # bounded: a typo must not open thousands of sockets
 TARGETS = {"errors": 0, "tokens_per_s_vs_1": 3.0, "itl_p95_over_p50": 2.0}  # issue 14, at the largest batch
@@ -44,6 +49,7 @@ class Visitor:
     stop_reason: str | None = None
     tokens: list[int] = field(default_factory=list)  # each step's token id (greedy: compared with the lone run)
     batch_sizes: list[int] = field(default_factory=list)  # how many sessions shared each step's forward pass
+    prompt_index: int = 0  # which of the bench's prompts it asked
 
 
 def percentile(values: list[float], q: float) -> float | None:
@@ -107,9 +113,9 @@ async def admitted(ws, timeout: float) -> int:
             return received
 
 
-async def visit(url: str, start: dict, barrier: asyncio.Barrier, args) -> Visitor:
+async def visit(url: str, start: dict, barrier: asyncio.Barrier, args, prompt_index: int = 0) -> Visitor:
     """One visitor: connect, wait for `ready`, start together with the others, read the whole run."""
-    visitor = Visitor()
+    visitor = Visitor(prompt_index=prompt_index)
     try:
         async with websockets.connect(url, origin=args.origin, max_size=None, compression=None,
                                       open_timeout=args.timeout) as ws:
@@ -132,10 +138,12 @@ async def visit(url: str, start: dict, barrier: asyncio.Barrier, args) -> Visito
 
 async def run_batch(url: str, n: int, args) -> tuple[list[Visitor], float]:
     """N visitors at once; what each saw, and the batch's wall time (first `start` to last `step`)."""
-    start = {"type": "start", "messages": [{"role": "user", "content": args.prompt}],
-             "params": {"temperature": 0, "max_new_tokens": args.max_new_tokens, "seed": 0}}
+    def start(i: int) -> dict:
+        return {"type": "start", "messages": [{"role": "user", "content": args.prompts[i % len(args.prompts)]}],
+                "params": {"temperature": 0, "max_new_tokens": args.max_new_tokens,
+                           "min_new_tokens": args.max_new_tokens, "seed": 0}}
     barrier = asyncio.Barrier(n)
-    visitors = await asyncio.gather(*(visit(url, start, barrier, args) for _ in range(n)))
+    visitors = await asyncio.gather(*(visit(url, start(i), barrier, args, i % len(args.prompts)) for i in range(n)))
     first = min((v.sent for v in visitors if v.sent is not None), default=0.0)
     return visitors, max((v.steps[-1] - first for v in visitors if v.steps), default=0.0)
 
@@ -150,7 +158,7 @@ async def measure(url: str, n: int, args) -> dict:
     # The client shares the machine with the server: say how much CPU it took.
     return {**summarize(n, visitors, wall), "client_cpu_s": time.process_time() - cpu,
             "serving": serving_metrics(visitors, wall, args.slo_ttft_ms, args.slo_itl_ms),
-            "_tokens": [v.tokens for v in visitors if v.tokens]}  # bench() compares them with the lone run
+            "_tokens": [(v.prompt_index, v.tokens) for v in visitors if v.tokens]}  # bench() checks them
 
 
 def spread(values: list[float]) -> dict:
@@ -282,6 +290,15 @@ def print_table(result: dict) -> None:
             tail = (f"   {m['met_slo']} of {m['completed']} met TTFT <= {m['slo']['ttft_ms']:g} ms and TPOT <= "
                     f"{m['slo']['tpot_ms']:g} ms: {m['goodput_rps']:.2f} requests/s") if name == "ttft" else ""
             print(f"{r['visitors']:>8} {name:>6} {fmt(row['mean']):>8} {fmt(row['median']):>8} {fmt(row['p95']):>8}{tail}")
+    plain = result.get("plain_generate")
+    if plain:
+        print(f"\nplain model.generate, same weights ({plain['attn_implementation']} attention), each of "
+              f"{plain['prompts']} prompts alone: {fmt(plain['ms_per_token_p50'])} ms/token (p50, decode), "
+              f"first token {fmt(plain['first_token_ms_p50'])} ms, {fmt(plain['tokens_per_s'])} tokens/s")
+        for r in result["runs"]:
+            print(f"{r['visitors']:>8} visitors: ITL p50 = {fmt(r['itl_p50_vs_generate'], 2)}x generate's ms/token; "
+                  f"tokens/s = {fmt(r['tokens_per_s_vs_generate'], 2)}x generate's lone tokens/s; "
+                  f"greedy mismatches {r['greedy_mismatches']} of {r['greedy_compared']}")
     t = result["targets"]
     print(f"\ntargets at {t['at_visitors']} visitors:")
     top = max(result["runs"], key=lambda r: r["visitors"])
@@ -297,7 +314,10 @@ def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--visitors", default="1,8,32", help="comma-separated batch sizes (1 gives the ratios' base)")
     parser.add_argument("--max-new-tokens", type=int, default=32)
-    parser.add_argument("--prompt", default=ARTICLE_PROMPT, help="the user message every visitor sends")
+    parser.add_argument("--prompt", help="one user message for every visitor (default: visitor i asks the i-th of "
+                        "32 short questions, bench/plain_generate.py; 'article' = the article's prompt)")
+    parser.add_argument("--baseline", action=argparse.BooleanOptionalAction, default=True,
+                        help="measure plain model.generate on the same weights first (default on)")
     parser.add_argument("--model", default="bundled", help="EXPLAINER_MODEL for the spawned server")
     parser.add_argument("--url", help="bench a running server (http://host:port) instead of spawning Daphne")
     parser.add_argument("--origin", help="Origin header (default: the server's own URL)")
@@ -312,6 +332,8 @@ def parse_args(argv=None):
     parser.add_argument("--json", action="store_true", help="print one JSON object, nothing else on stdout")
     args = parser.parse_args(argv)
     args.batches = [int(n) for n in args.visitors.split(",") if n.strip()]
+    prompt = ARTICLE_PROMPT if args.prompt == "article" else args.prompt
+    args.prompts = [prompt] if prompt else plain_generate.QUESTIONS
     if not args.batches or min(args.batches) < 1 or max(args.batches) > MAX_VISITORS:
         parser.error(f"--visitors must be integers in [1, {MAX_VISITORS}]")
     if not 1 <= args.repeats <= 20:
@@ -319,18 +341,27 @@ def parse_args(argv=None):
     return args
 
 
-async def bench(url: str, args) -> dict:
+async def bench(url: str, args, baseline: plain_generate.PlainGenerate | None = None) -> dict:
     ws_url = url.replace("http", "ws", 1) + "/ws/session/"
     args.origin = args.origin or url
     for _ in range(args.warmup):
         await run_batch(ws_url, 1, args)
     runs = [await measure(ws_url, n, args) for n in args.batches]
-    lone = next((r["_tokens"][0] for r in runs if r["visitors"] == 1 and r["_tokens"]), None)
-    for r in runs:  # greedy: every visitor's tokens should equal the lone visitor's (same prompt)
-        tokens = r.pop("_tokens")
-        r["greedy_mismatches"] = None if lone is None else sum(t != lone for t in tokens)
-    return {"runs": runs, "targets": add_ratios(runs, args.model),
-            "params": {"max_new_tokens": args.max_new_tokens, "temperature": 0, "prompt": args.prompt,
+    # Greedy: every visitor's tokens equal plain generate's for its prompt (without a baseline: the lone run's).
+    reference = dict(enumerate(baseline.tokens)) if baseline else {
+        i: t for r in runs if r["visitors"] == 1 for i, t in r["_tokens"][:1]}
+    for r in runs:
+        tokens = [(i, t) for i, t in r.pop("_tokens") if i in reference]
+        r["greedy_mismatches"] = sum(t != reference[i] for i, t in tokens) if reference else None
+        r["greedy_compared"] = len(tokens)
+    plain = baseline.summary() if baseline else None
+    if plain:
+        for r in runs:
+            r["itl_p50_vs_generate"] = r["itl_p50_ms"] / plain["ms_per_token_p50"] if r["itl_p50_ms"] and plain["ms_per_token_p50"] else None
+            r["tokens_per_s_vs_generate"] = r["tokens_per_s"] / plain["tokens_per_s"]
+    return {"runs": runs, "targets": add_ratios(runs, args.model), "plain_generate": plain,
+            "params": {"max_new_tokens": args.max_new_tokens, "temperature": 0, "prompts": len(args.prompts),
+                       "prompt": args.prompts[0] if len(args.prompts) == 1 else "32 questions",
                        "repeats": args.repeats,
                        "model": args.model, "ack_every": args.ack_every, "cpus": os.cpu_count(),
                        "omp_num_threads": os.environ.get("OMP_NUM_THREADS")}}
@@ -340,9 +371,12 @@ def main(argv=None) -> int:
     args = parse_args(argv)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # unwind, so the finally stops Daphne
     with tempfile.TemporaryDirectory(prefix="he-load-") as tmp:
+        # The baseline first, on an idle machine (no server yet), over the prompts the visitors will ask.
+        asked = args.prompts[:max(args.batches)]
+        baseline = plain_generate.measure(args.model, asked, args.max_new_tokens) if args.baseline else None
         proc, url = (None, args.url.rstrip("/")) if args.url else start_server(args, max(args.batches), Path(tmp))
         try:
-            result = asyncio.run(bench(url, args))
+            result = asyncio.run(bench(url, args, baseline))
         finally:
             if proc is not None:
                 stop_server(proc)

@@ -36,6 +36,15 @@ def test_two_visitors_run_without_errors():
     assert report["targets"]["at_visitors"] == 2 and set(report["targets"]["met"]) == {
         "errors", "tokens_per_s_vs_1", "itl_p95_over_p50"}
     assert report["targets"]["met"]["errors"] is True
+    # Plain generate on the same weights, measured in the same run: the visitors asked different questions, and
+    # each one's greedy tokens equal generate's for its question.
+    plain = report["plain_generate"]
+    assert plain["prompts"] == 2 and plain["ms_per_token_p50"] > 0 and plain["tokens_per_s"] > 0
+    assert report["params"]["prompts"] == 32
+    for run in report["runs"]:
+        assert run["greedy_compared"] == run["visitor_runs"]
+        assert run["tokens_per_s_vs_generate"] == pytest.approx(run["tokens_per_s"] / plain["tokens_per_s"])
+        assert run["itl_p50_vs_generate"] == pytest.approx(run["itl_p50_ms"] / plain["ms_per_token_p50"])
     for run in report["runs"]:  # vLLM's serving metrics: every request completed, each metric measured
         serving = run["serving"]
         assert serving["completed"] == run["visitor_runs"] and serving["met_slo"] <= serving["completed"]
