@@ -1,6 +1,7 @@
 """The serving view on the live page: each diagram measures on this server when it first comes into view
 (the article's prompt, shared by every visitor), again on the visitor's prompt when asked, and draws the
 numbers of the `serving` frame it got back."""
+import math
 import json
 import os
 
@@ -76,6 +77,15 @@ def test_every_serving_diagram_draws_its_measurement(page, site_url):
     causal = next(c for c in run["check"] if c["name"] == "causal_mask")
     assert float(attr(page, "he-timeline", "data-check-ms")) == causal["data"]["measured_ms"]
     expect(page.locator("he-timeline")).to_contain_text("causal-mask check")
+    # vLLM's serving metrics of this run (issue 24 point 7), recomputed from the payloads: ITL from the steps'
+    # server times (median and p95, nearest rank), E2E from done.
+    times = [s["timing"]["elapsed_ms"] for s in steps]
+    gaps = sorted(b - a for a, b in zip(times, times[1:]))
+    rank = lambda q: gaps[min(len(gaps) - 1, math.ceil(q * len(gaps)) - 1)]  # noqa: E731
+    assert float(attr(page, "he-timeline", "data-itl-median-ms")) == pytest.approx(rank(0.5), abs=1e-6)
+    assert float(attr(page, "he-timeline", "data-itl-p95-ms")) == pytest.approx(rank(0.95), abs=1e-6)
+    assert float(attr(page, "he-timeline", "data-e2e-ms")) == run["done"][-1]["timing"]["total_ms"]
+    expect(page.locator("he-timeline")).to_contain_text("inter-token latency")
 
     frame = measure(page, frames, "he-timeline", "prefill_decode")
     assert frame["type"] == "serving", frame

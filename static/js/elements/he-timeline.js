@@ -94,6 +94,10 @@ class HeTimeline extends SteppedElement {
     if (Number.isFinite(check?.measured_ms)) this.dataset.checkMs = String(check.measured_ms); else delete this.dataset.checkMs;
     const last = rs.lastStep?.timing;
     const d = rs.done?.timing;
+    const itl = interTokenLatency(steps);
+    for (const [name, v] of [["itlMedianMs", itl.median], ["itlP95Ms", itl.p95], ["e2eMs", d?.total_ms]]) {
+      if (Number.isFinite(v)) this.dataset[name] = String(v); else delete this.dataset[name];
+    }
     const n = rs.done?.steps ?? steps.length;
     const decodes = steps.filter((s) => s.forward === "decode").map((s) => s.timing?.forward_ms).filter(Number.isFinite).sort((a, b) => a - b);
     const median = decodes.length ? decodes[Math.floor(decodes.length / 2)] : null;
@@ -102,6 +106,9 @@ class HeTimeline extends SteppedElement {
       ["prefill pass", ms(pre.forward_ms), `prefill.timing.forward_ms = ${pre.forward_ms} ms for ${plural(rs.prefill.tokens.length, "token")} at once`],
       ["decode pass (median)", ms(median), `median forward_ms of ${plural(decodes.length, "decode step")}, one token each`],
       ["time per output token", ms(d?.tpot_ms), d?.tpot_ms != null ? `done.timing.tpot_ms = (end-to-end ${fmt(d.total_ms)} − TTFT ${fmt(d.ttft_ms)}) / (${n} − 1) = ${fmt(d.tpot_ms)} ms` : "after the run ends, with at least 2 tokens"],
+      ["inter-token latency", itl.median != null ? `${ms(itl.median)} · p95 ${ms(itl.p95)}` : "–",
+        itl.median != null ? `ITL (vLLM's definition): the ${plural(itl.gaps, "gap")} between consecutive steps' timing.elapsed_ms, median ${fmt(itl.median)} ms, p95 ${fmt(itl.p95)} ms` : "from the second step on"],
+      ["end to end", ms(d?.total_ms), d?.total_ms != null ? `done.timing.total_ms = ${d.total_ms} ms: from the start to the last token (vLLM's E2E latency)` : "after the run ends"],
       ["tokens / s", last?.tokens_per_s != null ? fmt(last.tokens_per_s, 1) : "–", `the run's last step's timing.tokens_per_s = ${last?.tokens_per_s ?? "–"}: decode tokens per second over the whole run`],
       ["causal-mask check", check?.reused ? "reused" : ms(check?.measured_ms), checkTitle(check)],
     ], line);
@@ -155,6 +162,14 @@ class HeTimeline extends SteppedElement {
       caption(`Measured on this server's model: for each prompt length, one timed prefill over random tokens and then one decode step (after a warm-up pass). `
         + "Intensity is computed from the model's size, not timed."));
   }
+}
+
+/** vLLM's ITL over one run: the gaps between consecutive steps' server times; median and p95 (nearest rank). */
+function interTokenLatency(steps) {
+  const times = steps.map((s) => s.timing?.elapsed_ms).filter(Number.isFinite);
+  const gaps = times.slice(1).map((t, i) => t - times[i]).sort((a, b) => a - b);
+  const rank = (q) => gaps[Math.min(gaps.length - 1, Math.ceil(q * gaps.length) - 1)];
+  return gaps.length ? { gaps: gaps.length, median: rank(0.5), p95: rank(0.95) } : { gaps: 0, median: null, p95: null };
 }
 
 define("he-timeline", HeTimeline);
