@@ -4,9 +4,9 @@ import pytest
 from asgiref.sync import sync_to_async
 from django.test import Client
 
-from tests.explainer.test_recording_abuse import as_a_browser_sends
+from tests.explainer.test_recording_abuse import as_a_browser_sends, finished_run
 from tests.explainer.test_recordings import PARAMS, post
-from tests.support import connect, until
+from tests.support import until
 
 RECORDED = ("session", "prefill", "step", "done", "check", "detail")  # static/js/save-run.js
 
@@ -14,10 +14,7 @@ RECORDED = ("session", "prefill", "step", "done", "check", "detail")  # static/j
 @pytest.mark.django_db(transaction=True)
 @pytest.mark.usefixtures("stories_model")
 async def test_a_run_with_the_lens_it_was_asked_for_is_recorded_on_this_server():
-    comm = await connect(address="203.0.113.14")
-    start = {"type": "start", "messages": [{"role": "user", "content": "<t403> <t407>"}], "params": PARAMS}
-    await comm.send_json_to(start)
-    seen = await until(comm, lambda m: m.get("type") == "status" and m.get("state") == "finished")
+    comm, start, seen = await finished_run("203.0.113.14")
     await comm.send_json_to({"type": "detail", "what": "lens", "step": 1})
     seen += await until(comm, lambda m: m.get("type") == "detail")
     await comm.disconnect()

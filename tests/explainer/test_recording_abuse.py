@@ -155,13 +155,18 @@ def as_a_browser_sends(messages: list[dict]) -> list[dict]:
     return json.loads(json.dumps(messages), parse_float=lambda s: int(float(s)) if float(s).is_integer() else float(s))
 
 
+async def finished_run(address: str) -> tuple:
+    """A stories-model run to its end over a socket: (the open communicator, its start, every message seen)."""
+    comm = await connect(address=address)
+    start = {"type": "start", "messages": [{"role": "user", "content": "<t403> <t407>"}], "params": PARAMS}
+    await comm.send_json_to(start)
+    return comm, start, await until(comm, lambda m: m.get("type") == "status" and m.get("state") == "finished")
+
+
 @pytest.mark.django_db(transaction=True)
 @pytest.mark.usefixtures("stories_model")
 async def test_a_run_this_server_made_is_recorded_on_this_server():
-    comm = await connect(address="203.0.113.12")
-    start = {"type": "start", "messages": [{"role": "user", "content": "<t403> <t407>"}], "params": PARAMS}
-    await comm.send_json_to(start)
-    seen = await until(comm, lambda m: m.get("type") == "status" and m.get("state") == "finished")
+    comm, start, seen = await finished_run("203.0.113.12")
     await comm.disconnect()
     payloads = as_a_browser_sends([m for m in seen if m["type"] in ("session", "prefill", "step", "done", "check")])
     data = {"messages": start["messages"], "params": PARAMS, "seed": payloads[0]["params"]["seed"],

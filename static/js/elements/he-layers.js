@@ -113,8 +113,8 @@ class HeLayers extends SteppedElement {
     const controls = el("div", { class: "he-controls" });
     controls.append(el("span", { class: "he-step-label" }, chosenStep ? `Prediction for step ${chosenStep} of ${n} (the page's step)` : "Prediction for the prompt's last position (step 0)"));
     const layers = state.model?.layers ?? lens.length;
-    if (!full && lens.length < layers) this.#askWholeLens(state, chosenStep);
     if (!full && lens.length < layers) {
+      this.#askWholeLens(state, chosenStep);
       const more = el("button", { type: "button", class: "secondary" }, `Read all ${plural(layers, "layer")}`);
       more.addEventListener("click", () => { more.disabled = true; requestFromServer(this, { type: "detail", what: "lens", step: chosenStep }); });
       controls.append(more);
