@@ -59,6 +59,8 @@ def test_a_broadcast_reaches_two_browser_contexts_in_sync(browser, site_url):
             expect(page.locator('#params input[name="temperature"]')).to_have_value("0")
             expect(page.locator("#workshop-banner")).to_contain_text("The host pinned temperature = 0")
 
+        # The host's broadcast form says the pin overrides its temperature (below the controls: nothing moves).
+        expect(host.locator("#broadcast-overrides")).to_contain_text("temperature 0.7 → 0")
         # A paused broadcast: the visitors follow it, and the host steps it.
         host.locator('#broadcast-form input[name="max_new_tokens"]').fill("6")
         host.locator('#broadcast-form input[name="paused"]').check()

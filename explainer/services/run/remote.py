@@ -21,6 +21,11 @@ log = logging.getLogger(__name__)
 PING_EVERY_S = 1.0
 
 
+def load(pong: dict) -> tuple[int, int]:
+    """Runs generating first, then sessions held: a paused session holds no slot but keeps its KV cache there."""
+    return pong["active"], pong.get("sessions", 0)
+
+
 class RemoteRun:
     """Forwards each verb to this socket's worker and hands the worker's frames to `send`."""
 
@@ -166,8 +171,8 @@ class RemoteRun:
             raise ProtocolError("no_worker", "no inference worker answered; start one with "
                                 "`python manage.py runworker inference-0` (docs/deploy.md)")
         free = [p for p in self.pongs.values() if p["active"] < p["limit"]] or list(self.pongs.values())
-        least = min(p["active"] for p in free)
-        return random.choice([p["worker"] for p in free if p["active"] == least])
+        least = min(load(p) for p in free)
+        return random.choice([p["worker"] for p in free if load(p) == least])
 
     async def _watch(self) -> None:
         """Ping the session's worker; silence past the timeout means it died."""
