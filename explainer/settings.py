@@ -154,6 +154,9 @@ EXPLAINER_DEVICE = os.environ.get("EXPLAINER_DEVICE", "auto")
 # Limits for visitors (per process).
 EXPLAINER_MAX_SESSIONS = int(os.environ.get("EXPLAINER_MAX_SESSIONS", "8"))  # generating at once; more get `busy`
 EXPLAINER_MAX_PROMPT_TOKENS = int(os.environ.get("EXPLAINER_MAX_PROMPT_TOKENS", "384"))
+# Bytes of prompt prefixes (keys, values and captured rows) kept for later prefills on the same model
+# (inference/prefix_cache.py); unset: sized for the device (prefix_cache.default_budget); 0: off.
+EXPLAINER_PREFIX_CACHE_BYTES = int(os.environ["EXPLAINER_PREFIX_CACHE_BYTES"]) if os.environ.get("EXPLAINER_PREFIX_CACHE_BYTES") else None
 EXPLAINER_MAX_NEW_TOKENS = int(os.environ.get("EXPLAINER_MAX_NEW_TOKENS", "256"))
 EXPLAINER_MAX_FRAME_BYTES = int(os.environ.get("EXPLAINER_MAX_FRAME_BYTES", str(64 * 1024)))
 # The largest message the server sends, by its encoded size: Daphne/autobahn applies its

@@ -7,6 +7,11 @@ mask and their own positions, so padding changes nothing a visitor sees (a maske
 and each session gets its own row: logits, attention, residual stream and its own cache. Only the visitors'
 own prompts are in the pass: the causal-mask check runs after the first token, off its path
 (explainer/services/run/after_run_checks.py).
+
+A prompt whose start is in the prefix cache (inference/prefix_cache.py) joins with only the rest: the cached
+prefixes are the rows' past, left-padded to the longest, and each row's new tokens follow it, left-padded too
+(row i reads [pad | its prefix | pad | its new tokens], the pads masked out), so 32 visitors who share the
+template's system prompt compute it 0 times in their one pass.
 """
 from __future__ import annotations
 
@@ -16,7 +21,7 @@ import weakref
 import torch
 
 from .capture import residual_stream
-from .forward import ForwardRow, aligned_attentions, last_rows, one_thread, own_cache, plain_cache, read_lens, synchronize
+from .forward import ForwardRow, aligned_attentions, cache_holding, last_rows, one_thread, plain_cache, read_lens, synchronize
 
 MOST_PROMPT_TOKENS = 128  # longer prompts prefill alone, in chunks (engine.prefill_part): bounded memory
 _alone: "weakref.WeakSet" = weakref.WeakSet()  # models found not batchable: their prefills run alone at once
@@ -39,45 +44,79 @@ class NotBatchable(RuntimeError):
     """The model's cache is not plain dynamic layers (sliding or recurrent): its prefills run alone."""
 
 
+def stacked_past(sessions, device) -> tuple[object, torch.Tensor]:
+    """The sessions' cached prefixes (session.fed positions each, 0 without a hit) left-padded into one cache,
+    and its attention mask (rows, longest) with 1 on each row's prefix; (None, empty mask) when none has one."""
+    pasts = [s.fed for s in sessions]
+    longest = max(pasts)
+    mask = torch.zeros(len(sessions), longest, dtype=torch.long)  # (rows, longest past)
+    if not longest:
+        return None, mask.to(device)
+    donor = next(s for s in sessions if s.fed).cache
+    layers = []
+    for n, layer in enumerate(donor.layers):
+        keys = layer.keys.new_zeros(len(sessions), layer.keys.shape[1], longest, layer.keys.shape[3])  # (rows, kv_heads, longest, head_dim)
+        values = layer.values.new_zeros(len(sessions), layer.values.shape[1], longest, layer.values.shape[3])
+        for i, s in enumerate(sessions):
+            if s.fed:
+                keys[i, :, longest - s.fed:], values[i, :, longest - s.fed:] = s.cache.layers[n].keys[0], s.cache.layers[n].values[0]
+                mask[i, longest - s.fed:] = 1
+        layers.append((keys, values))
+    return cache_holding(layers), mask.to(device)
+
+
 @torch.no_grad()
 def batched_prefill(sessions) -> list[tuple[ForwardRow, object]]:
-    """One pass over every session's prompt; per session its row and its own cache."""
+    """One pass over every session's prompt (after its cached prefix, if any); per session its row and its own cache."""
     model, adapter = sessions[0].model, sessions[0].adapter
-    ids, mask, positions = padded_batch([list(s.ids) for s in sessions], model.device)
+    past, past_mask = stacked_past(sessions, model.device)
+    ids, mask, positions = padded_batch([list(s.ids[s.fed:]) for s in sessions], model.device)
+    positions = positions + torch.tensor([s.fed for s in sessions], device=model.device)[:, None]  # after each prefix
     with residual_stream(model, adapter) as residuals:
         t0 = time.perf_counter()
         for s in sessions:
             s.started = s.started or t0
-        out = model(input_ids=ids, attention_mask=mask, position_ids=positions, use_cache=True,
-                    output_attentions=True, logits_to_keep=1)
+        out = model(input_ids=ids, attention_mask=torch.cat([past_mask, mask], dim=1), position_ids=positions,
+                    cache=past, use_cache=True, output_attentions=True, logits_to_keep=1)
         synchronize(model.device)
         t1 = time.perf_counter()
     if not plain_cache(out.cache):
         raise NotBatchable(type(out.cache).__name__)
     with one_thread():  # small per-row copies
-        found = session_rows(sessions, out, residuals, ids.shape[1], ((t1 - t0) * 1e3, t1))
+        found = session_rows(sessions, out, residuals, (past_mask.shape[1], ids.shape[1]), ((t1 - t0) * 1e3, t1))
     lensed = read_lens([row for row, _ in found], sessions)  # every thread: one large top-k
     return [(row, cache) for row, (_, cache) in zip(lensed, found)]
 
 
-def session_rows(sessions, out, residuals, longest: int, timing) -> list[tuple[ForwardRow, object]]:
-    """Each session's own row of the pass (without its padding) and its cache."""
+def session_rows(sessions, out, residuals, longest: tuple[int, int], timing) -> list[tuple[ForwardRow, object]]:
+    """Each session's own row of the pass (its new tokens, over its own keys: no padding) and its cache.
+    `longest`: (past, new) lengths of the padded batch."""
     found = []
     for i, session in enumerate(sessions):
-        p = len(session.ids)
-        pad = longest - p
-        hidden = torch.stack([r[i, pad:] for r in residuals])  # (layers + 1, P, hidden)
-        returned = [a[i:i + 1, :, pad:, pad:] for a in (getattr(out, "attentions", None) or ())]
-        attentions = aligned_attentions(returned, p, p, session.description.layers)
+        new, p = len(session.ids) - session.fed, len(session.ids)
+        pad = longest[1] - new
+        keys = own_keys(longest[0], session.fed, pad, longest[0] + longest[1], out.logits.device)  # (p,) its columns
+        hidden = torch.stack([r[i, pad:] for r in residuals])  # (layers + 1, new, hidden)
+        returned = [a[i:i + 1, :, pad:][..., keys] for a in (getattr(out, "attentions", None) or ())]
+        attentions = aligned_attentions(returned, new, p, session.description.layers)
+        cache = cache_holding((layer.keys[i:i + 1, :, keys].clone(), layer.values[i:i + 1, :, keys].clone())
+                              for layer in out.cache.layers)
         found.append((ForwardRow(
-            logits=out.logits[i, -1].float(), hidden=hidden, last_attn=last_rows(attentions, p), forward_ms=timing[0],
-            ended_at=timing[1], attentions=attentions, batch_size=len(sessions), source="prefill"), own_cache(out.cache, i, pad)))
+            logits=out.logits[i, -1].float(), hidden=hidden, last_attn=last_rows(attentions, new), forward_ms=timing[0],
+            ended_at=timing[1], attentions=attentions, batch_size=len(sessions), source="prefill"), cache))
     return found
+
+
+def own_keys(past: int, prefix: int, pad: int, total: int, device) -> torch.Tensor:
+    """A row's key columns in the batch: its prefix (the end of the past), then its new tokens (after its padding)."""
+    return torch.cat([torch.arange(past - prefix, past), torch.arange(past + pad, total)]).to(device)
 
 
 def prefill_all(sessions, most_tokens: int = MOST_PROMPT_TOKENS) -> list:
     """On the device thread: the prefills of `sessions`, batched where they can be; per session its prefill
     payload, or the exception it raised (one visitor's failure is not another's)."""
+    for s in sessions:
+        s.start_from_prefix()  # the longest cached prefix of each prompt, its rows and cache (when there is one)
     together = [s for s in sessions if s.prefill_fits_one_pass(most_tokens) and s.model not in _alone]
     results: dict[int, object] = {}
     if together:

@@ -97,7 +97,13 @@ def prefill_record(session, row) -> PrefillRecord:
     return PrefillRecord(prompt=prompt_record(session), embeddings=embedding_rows(session),
                          positions=position_rows(session, len(session.prompt.ids)),
                          sliding_window=session.description.sliding_window, row=row, lens=lens, top=top,
-                         kv=session.kv(), texts=texts_of(session.tokenizer, session.prompt.ids, lens, top))
+                         kv=session.kv(), texts=texts_of(session.tokenizer, session.prompt.ids, lens, top),
+                         cached_tokens=session.cached_tokens, prefix_cache=prefix_stats(session))
+
+
+def prefix_stats(session) -> dict | None:
+    store = session.loaded.prefix_cache
+    return store.stats().to_dict() if store is not None and store.enabled else None
 
 
 def step_timing(session, sampling_ms: float) -> StepTiming:

@@ -71,6 +71,8 @@ class GenerationSession:
         self.prefill_batched = False  # the prefill was a row of a batched pass (its residuals may differ in the last bit)
         self.prefill_chunked: list[int] | None = None  # the chunks' sizes when the prompt went in chunks (prefill_part)
         self.fed = 0  # prompt positions in the cache
+        self.cached_tokens = 0  # prompt positions taken from the prefix cache, not computed (start_from_prefix)
+        self.looked_up = False  # the prefix cache was asked for this prefill
         self.held_at: float | None = None  # paused since (hold/unhold): left out of the timing figures
         self.kept.clear()
 
@@ -107,6 +109,7 @@ class GenerationSession:
         if self.pending is not None or self.step_index:
             raise SessionError("prefill already ran")
         self.started = self.started or time.perf_counter()
+        self.start_from_prefix()
         while self.prefill_part():
             pass
         row = self._forward(self.ids[self.fed:])
@@ -120,9 +123,28 @@ class GenerationSession:
             return self._captured_prefill(row)
 
     def prefill_fits_one_pass(self, most_tokens: int) -> bool:
-        """Whether this prefill can be a row of a batched pass: not begun, cached, the prompt in one chunk."""
+        """Whether this prefill can be a row of a batched pass: not begun (or begun only from the prefix cache),
+        cached, what is left of the prompt in one chunk."""
         limit = min(self.prefill_chunk or most_tokens, most_tokens)
-        return self.pending is None and not self.step_index and not self.fed and self.adapter.has_cache and len(self.ids) <= limit
+        if self.pending is not None or self.step_index or not self.adapter.has_cache or self.fed != self.cached_tokens:
+            return False
+        store = self.loaded.prefix_cache
+        ahead = self.fed if self.looked_up or store is None else store.matched_length(self.ids, len(self.ids) - 1)
+        return len(self.ids) - ahead <= limit  # a count only: the prefix is taken on the device thread
+
+    def start_from_prefix(self) -> None:
+        """Before the prefill's first pass: continue from the longest prefix of the prompt in the model's prefix
+        cache (inference/prefix_cache.py), its positions' captured rows as the prefill's first part."""
+        store = self.loaded.prefix_cache
+        if self.looked_up or self.fed or self.parts or self.pending is not None or store is None or not self.adapter.has_cache:
+            return
+        self.looked_up = True
+        hit = store.longest(self.ids, len(self.ids) - 1)  # the last prompt token is always computed: its logits
+        if hit is None:
+            return
+        self.cache, self.fed, self.cached_tokens = hit.cache, hit.tokens, hit.tokens
+        self.parts.append(ForwardRow(logits=torch.empty(0), hidden=hit.hidden, last_attn=torch.empty(0), forward_ms=0.0,
+                                     ended_at=time.perf_counter(), attentions=hit.attentions, source="prefill"))
 
     def prefilled_from(self, row: ForwardRow, cache, batch_size: int = 1) -> dict:
         """The prefill, from this session's row of a batched pass (inference/batched_prefill.py): its own cache.
@@ -130,7 +152,10 @@ class GenerationSession:
         has no padding), so they are kept for it."""
         if self.pending is not None or self.step_index:
             raise SessionError("prefill already ran")
-        self.cache, self.fed = cache, len(self.ids)
+        if self.parts:  # the prefix from the prefix cache, then this pass's rows
+            self.prefill_chunked = [p.hidden.shape[1] for p in self.parts] + [row.hidden.shape[1]]
+            row = joined_parts(self.parts + [row], len(self.ids))
+        self.cache, self.fed, self.parts = cache, len(self.ids), []
         self.prefill_hidden, self.prefill_batched = (row.hidden if batch_size == 1 else None), True
         with one_thread():
             return self._captured_prefill(row)
@@ -140,6 +165,8 @@ class GenerationSession:
         attention_bytes = sum(a.numel() for a in row.attentions) * 2
         full_attention = torch.stack(row.attentions).half() if 0 < attention_bytes <= self.kept.budget // 2 else None
         self.kept.put(0, attn=full_attention, hidden=row.hidden.half(), logits=row.logits)
+        if self.loaded.prefix_cache is not None and self.adapter.has_cache:
+            self.loaded.prefix_cache.insert(self.prompt.ids, self.cache, row.hidden, row.attentions)
         payload = builders.prefill_payload(capture_records.prefill_record(self, row))
         self.pending = row.last_position("prefill")
         return payload
@@ -148,6 +175,7 @@ class GenerationSession:
         """Feed the prompt's next chunk (`tokens`, at most the session's prefill_chunk) into the cache; False,
         feeding nothing, once only the last chunk is left (prefill() runs it). A long prompt fed in parts lets
         other visitors' decode ticks run between the parts."""
+        self.start_from_prefix()
         chunk = min(tokens or self.prefill_chunk or 0, self.prefill_chunk or 0)
         left = len(self.ids) - self.fed
         if not chunk or self.pending is not None or not self.adapter.has_cache or left <= chunk:

@@ -67,6 +67,7 @@ class LoadedModel:
     tokenizer: object
     description: ModelDescription
     adapter: FamilyAdapter
+    prefix_cache: object = None  # inference.prefix_cache.PrefixCache shared by this model's sessions; None: off
 
 
 def resolve_device(device: str = "auto") -> tuple[torch.device, torch.dtype]:

@@ -114,6 +114,8 @@ def prefill_payload(record: PrefillRecord) -> dict:
         "logits": logits_view(texts, row.logits.shape[-1], record.top),
         "kv": record.kv,
         "batch_size": row.batch_size,
+        "cached_tokens": record.cached_tokens,
+        "prefix_cache": record.prefix_cache,
     }
     payload["timing"] = {"forward_ms": round(row.forward_ms, 3), "capture_ms": ms(time.perf_counter() - row.ended_at),
                          "tokenize_ms": prompt.tokenize_ms}

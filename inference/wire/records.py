@@ -74,6 +74,8 @@ class PrefillRecord:
     top: list[tuple[int, float, float]]  # (id, logit, prob) of the final distribution, highest first
     kv: dict  # kvstats.cache_stats
     texts: dict[int, str]
+    cached_tokens: int = 0  # prompt positions from the prefix cache
+    prefix_cache: dict | None = None  # PrefixStats.to_dict() after this prefill; None: no prefix cache
 
 
 @dataclass(frozen=True)

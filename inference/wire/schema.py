@@ -61,6 +61,8 @@ SCHEMA: dict[str, dict] = {
         "kv": _KV,
         "timing": {"forward_ms": ("float", "the prefill forward pass"), "capture_ms": ("float", ""), "tokenize_ms": ("float", "template + tokenizer")},
         "batch_size": ("int", "sessions whose prompts shared this prefill's forward pass (1: alone)"),
+        "cached_tokens": ("int", "prompt tokens taken from the prefix cache (their keys, values and captured rows computed once, by an earlier prefill); the forward pass computed the rest", 0),
+        "prefix_cache": ("object?", "the server's prefix cache on this model after this prefill: {entries, bytes, budget_bytes, lookups, hits, hit_rate, tokens_looked_up, tokens_saved, evicted_tokens} since the process started; null: off", None),
     },
     "step": {
         "type": ("str", "\"step\""), "schema_version": ("int", ""),

@@ -6,6 +6,7 @@ from django.conf import settings
 
 from inference.article_checks import weights_checksum
 from inference.loading import LoadedModel, ModelNotAvailable, load_model
+from inference.prefix_cache import PrefixCache, default_budget
 from inference.shipped import notice_for
 
 _lock = threading.Lock()
@@ -28,6 +29,8 @@ def _once(key: str, load):
 
 def _load_target() -> dict:
     loaded = load_model(settings.EXPLAINER_MODEL, device=settings.EXPLAINER_DEVICE, progress=_record_progress)
+    budget = settings.EXPLAINER_PREFIX_CACHE_BYTES
+    loaded.prefix_cache = PrefixCache(default_budget(loaded.model.device) if budget is None else budget)
     return {"model": loaded, "checksum": weights_checksum(loaded.model)}
 
 

@@ -27,7 +27,9 @@ class HeBatch extends MeasuredElement {
     this.liveLine ??= el("p", { class: "he-live" });
     const joined = rs?.prefill?.batch_size;  // visitors whose prompts shared the prefill's forward pass
     const others = joined === 2 ? "1 other visitor's prompt" : `${joined - 1} other visitors' prompts`;
-    const prefill = joined ? ` Your prompt was prefilled ${joined === 1 ? "alone" : `in one pass with ${others}`}.` : "";
+    const cached = rs?.prefill?.cached_tokens ?? 0;
+    const reused = cached ? ` (its first ${plural(cached, "token")} from the prefix cache, computed by an earlier prefill)` : "";
+    const prefill = joined ? ` Your prompt was prefilled ${joined === 1 ? "alone" : `in one pass with ${others}`}${reused}.` : "";
     this.liveLine.textContent = step?.batch_size
       ? `Your step ${step.step} ran in a batch of ${step.batch_size}${step.batch_size === 1 ? " (alone)" : ""}.${prefill}` : prefill.trim();
     if (this.liveLine.parentNode !== this.root) this.root.prepend(this.liveLine);

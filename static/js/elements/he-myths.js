@@ -122,8 +122,10 @@ function passes(rs) {
   const decode = rs.steps.filter((s) => s.forward === "decode");
   const ok = decode.length + 1 === n;
   const ms = decode.reduce((a, s) => a + (s.timing?.forward_ms || 0), 0);
+  const cached = rs.prefill.cached_tokens ?? 0;
   return { status: verdict(ok),
-    text: `${plural(n, "token")} took ${plural(decode.length + 1, "forward pass", "forward passes")}: 1 prefill over ${plural(rs.prefill.tokens.length, "position")} `
+    text: `${plural(n, "token")} took ${plural(decode.length + 1, "forward pass", "forward passes")}: 1 prefill over ${plural(rs.prefill.tokens.length - cached, "position")} `
+      + (cached ? `(the first ${cached} of ${rs.prefill.tokens.length} came from the prefix cache) ` : "")
       + `(${fmt(rs.prefill.timing?.forward_ms, 1)} ms) + ${int(decode.length)} decode passes of one position each (${fmt(ms, 1)} ms in all).`,
     raw: `steps ${n}; forward: ${rs.steps.map((s) => s.forward).join(", ")}` };
 }

@@ -23,6 +23,32 @@ function checkTitle(check) {
     + "it runs after the first token, so it is not part of the time to first token";
 }
 
+function prefixTitle(prefill) {
+  const cache = prefill.prefix_cache;
+  if (!cache) return "prefill.prefix_cache is null: this server keeps no prefix cache (EXPLAINER_PREFIX_CACHE_BYTES=0), or the run was recorded before it";
+  return `prefill.cached_tokens = ${prefill.cached_tokens ?? 0}: the prompt's first tokens whose keys and values an earlier prefill on this server computed`;
+}
+
+/** The prefix cache, in words and figures: what this prefill reused, and the server's cache since it started. */
+function prefixPart(prefill, line) {
+  const cache = prefill.prefix_cache;
+  if (!cache) return [];
+  const cached = prefill.cached_tokens ?? 0;
+  const total = prefill.tokens.length;
+  const said = cached
+    ? `The first ${plural(cached, "token")} of the ${total} the model reads ${cached === 1 ? "was" : "were"} computed once, by an earlier prefill on this server: this prefill ran ${plural(total - cached, "token")} instead of ${total}. `
+      + "A prompt shares its start with earlier ones (the template's text before your words, or a conversation's earlier turns); positions before a token never depend on it (the causal mask), so their keys and values are the same for everybody who starts that way."
+    : `No prefix of this prompt was in the prefix cache, so the prefill computed all ${plural(total, "token")}; it is kept now, and the next prompt that starts the same way computes only the rest.`;
+  const rate = cache.hit_rate != null ? `${fmt(cache.hit_rate * 100, 0)}%` : "–";
+  const figures = stats([
+    ["prefixes kept", int(cache.entries), `runs of tokens in the radix tree (as SGLang's RadixAttention keeps them)`],
+    ["cache bytes", bytes(cache.bytes), `${int(cache.bytes)} of ${int(cache.budget_bytes)} bytes (EXPLAINER_PREFIX_CACHE_BYTES): keys, values and the rows the diagrams draw; least recently used go first`],
+    ["hit rate", rate, `${int(cache.hits)} of ${plural(cache.lookups, "prefill")} since the server started found a cached prefix`],
+    ["tokens saved", int(cache.tokens_saved), `${int(cache.tokens_saved)} of ${int(cache.tokens_looked_up)} prompt tokens since the server started came from the cache instead of a forward pass`],
+  ], line);
+  return [el("h3", { class: "he-subhead" }, "The prefix cache"), el("p", { class: "he-prefix-said" }, said), figures];
+}
+
 class HeTimeline extends SteppedElement {
   render(rs) {
     this.measure ??= new Measure(this, "prefill_decode", { label: "Measure prefill vs decode on this server" });
@@ -43,9 +69,14 @@ class HeTimeline extends SteppedElement {
     const ttft = steps[0]?.timing?.ttft_ms;
     if (ttft != null) this.dataset.ttftMs = String(ttft); else delete this.dataset.ttftMs;
     const line = readout("Hover or tap a segment or a bar for its exact time.");
+    const promptTokens = rs.prefill.tokens.length;
+    const cached = rs.prefill.cached_tokens ?? 0;  // recordings made before the prefix cache read 0
+    const computed = promptTokens - cached;
+    this.dataset.cachedTokens = String(cached);
+    const passWhat = cached ? `${plural(computed, "prompt token")} computed, ${cached} from the prefix cache` : plural(promptTokens, "prompt token");
 
     // Every timed phase in order, on one millisecond axis.
-    const phases = [["tokenize", pre.tokenize_ms, "before the prefill"], ["prefill", pre.forward_ms, `${plural(rs.prefill.tokens.length, "prompt token")}`],
+    const phases = [["tokenize", pre.tokenize_ms, "before the prefill"], ["prefill", pre.forward_ms, passWhat],
       ["capture", pre.capture_ms, "after the prefill"]];
     steps.forEach((s, i) => {
       const t = s.timing || {};
@@ -103,7 +134,9 @@ class HeTimeline extends SteppedElement {
     const median = decodes.length ? decodes[Math.floor(decodes.length / 2)] : null;
     const tiles = stats([
       ["time to first token", ms(ttft), `steps[0].timing.ttft_ms = ${ttft} ms: the prefill plus the first sampling`],
-      ["prefill pass", ms(pre.forward_ms), `prefill.timing.forward_ms = ${pre.forward_ms} ms for ${plural(rs.prefill.tokens.length, "token")} at once`],
+      ["prefill pass", ms(pre.forward_ms), `prefill.timing.forward_ms = ${pre.forward_ms} ms for ${plural(computed, "token")} at once`
+        + (cached ? ` (the first ${cached} of ${promptTokens} came from the prefix cache: prefill.cached_tokens)` : "")],
+      ["from the prefix cache", `${cached} of ${promptTokens}`, prefixTitle(rs.prefill)],
       ["decode pass (median)", ms(median), `median forward_ms of ${plural(decodes.length, "decode step")}, one token each`],
       ["time per output token", ms(d?.tpot_ms), d?.tpot_ms != null ? `done.timing.tpot_ms = (end-to-end ${fmt(d.total_ms)} − TTFT ${fmt(d.ttft_ms)}) / (${n} − 1) = ${fmt(d.tpot_ms)} ms` : "after the run ends, with at least 2 tokens"],
       ["inter-token latency", itl.median != null ? `${ms(itl.median)} · p95 ${ms(itl.p95)}` : "–",
@@ -114,7 +147,9 @@ class HeTimeline extends SteppedElement {
     ], line);
     this.runPart.replaceChildren(tiles, bar, axis, ...(untimed ? [untimed] : []), legend(Object.values(KINDS)),
       el("p", { class: "he-col-sub" }, "Each forward pass, prefill (P) then decode steps, on one scale:"), cols, line,
-      caption(`Measured over your whole run, whatever step the page shows: the prefill read ${plural(rs.prefill.tokens.length, "prompt token")} in one pass of ${ms(pre.forward_ms)}; `
+      ...prefixPart(rs.prefill, line),
+      caption(`Measured over your whole run, whatever step the page shows: the prefill read ${plural(promptTokens, "prompt token")}`
+        + (cached ? ` (computing ${computed}: the first ${cached} came from the prefix cache)` : "") + ` in one pass of ${ms(pre.forward_ms)}; `
         + `${plural(steps.length, "step")} followed (step 1 samples from the prefill, so it has no forward pass of its own). `
         + (total != null ? `End to end ${ms(total)}. ` : "") + "Capture is what this page adds to draw the diagrams; a production server skips it."));
   }
