@@ -16,12 +16,9 @@ import asyncio
 import json
 import os
 import signal
-import socket
-import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -30,6 +27,7 @@ import websockets
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 from bench import plain_generate  # noqa: E402 (after the path)
+from bench.load_server import WARMUP_QUESTION, Servers  # noqa: E402
 ARTICLE_PROMPT = "The mole on my face may need a biopsy. Explain this simply."  # static/js/article/main.js
 MAX_VISITORS = 256  # bounded: a typo must not open thousands of sockets
 TARGETS = {"errors": 0, "tokens_per_s_vs_1": 3.0, "itl_p95_over_p50": 2.0}  # issue 14, at the largest batch
@@ -50,6 +48,8 @@ class Visitor:
     tokens: list[int] = field(default_factory=list)  # each step's token id (greedy: compared with the lone run)
     batch_sizes: list[int] = field(default_factory=list)  # how many sessions shared each step's forward pass
     prompt_index: int = 0  # which of the bench's prompts it asked
+    prompt_tokens: int | None = None  # its prefill's prompt tokens
+    cached_tokens: int | None = None  # of those, taken from the server's prefix cache (prefill.cached_tokens)
 
 
 def percentile(values: list[float], q: float) -> float | None:
@@ -85,7 +85,9 @@ async def read_run(ws, visitor: Visitor, ack_every: int, received: int) -> None:
             await ws.send(json.dumps({"type": "ack", "received": received}))
             acked, acked_at = received, time.monotonic()
         kind, message = message_type(text)
-        if kind == "step":
+        if kind == "prefill":
+            visitor.prompt_tokens, visitor.cached_tokens = len(message["tokens"]), message.get("cached_tokens", 0)
+        elif kind == "step":
             visitor.steps.append(time.perf_counter())
             visitor.compute_ms.append(compute_ms(message))
             visitor.tokens.append(message["token"]["id"])
@@ -136,22 +138,29 @@ async def visit(url: str, start: dict, barrier: asyncio.Barrier, args, prompt_in
     return visitor
 
 
-async def run_batch(url: str, n: int, args) -> tuple[list[Visitor], float]:
+async def run_batch(url: str, n: int, args, prompts: list[str] | None = None) -> tuple[list[Visitor], float]:
     """N visitors at once; what each saw, and the batch's wall time (first `start` to last `step`)."""
+    prompts = prompts or args.prompts
+
     def start(i: int) -> dict:
-        return {"type": "start", "messages": [{"role": "user", "content": args.prompts[i % len(args.prompts)]}],
+        return {"type": "start", "messages": [{"role": "user", "content": prompts[i % len(prompts)]}],
                 "params": {"temperature": 0, "max_new_tokens": args.max_new_tokens,
                            "min_new_tokens": args.max_new_tokens, "seed": 0}}
     barrier = asyncio.Barrier(n)
-    visitors = await asyncio.gather(*(visit(url, start(i), barrier, args, i % len(args.prompts)) for i in range(n)))
+    visitors = await asyncio.gather(*(visit(url, start(i), barrier, args, i % len(prompts)) for i in range(n)))
     first = min((v.sent for v in visitors if v.sent is not None), default=0.0)
     return visitors, max((v.steps[-1] - first for v in visitors if v.steps), default=0.0)
 
 
-async def measure(url: str, n: int, args) -> dict:
-    """`--repeats` batches of N, pooled into one row: a lone visitor's short run is too noisy alone."""
+async def measure(servers: Servers, n: int, args) -> dict:
+    """`--repeats` batches of N, pooled into one row: a lone visitor's short run is too noisy alone. Each batch
+    on a fresh server after its warm-up (when spawning: load_server.py), so no batch finds another's prompts
+    in the prefix cache."""
     visitors, wall, cpu = [], 0.0, time.process_time()
     for _ in range(args.repeats):
+        url = await servers.fresh()
+        for _ in range(args.warmup):
+            await run_batch(url, 1, args, [WARMUP_QUESTION])
         batch, batch_wall = await run_batch(url, n, args)
         visitors += batch
         wall += batch_wall
@@ -185,6 +194,10 @@ def serving_metrics(visitors: list[Visitor], wall_s: float, slo_ttft_ms: float, 
             "slo": {"ttft_ms": slo_ttft_ms, "tpot_ms": slo_itl_ms}}
 
 
+def mean(values: list[float]) -> float | None:
+    return sum(values) / len(values) if values else None
+
+
 def summarize(n: int, visitors: list[Visitor], last: float) -> dict:
     ttft = [(v.steps[0] - v.sent) * 1000 for v in visitors if v.steps]
     itl = [(b - a) * 1000 for v in visitors for a, b in zip(v.steps, v.steps[1:])]
@@ -200,6 +213,8 @@ def summarize(n: int, visitors: list[Visitor], last: float) -> dict:
             "step_compute_p50_ms": percentile([c for v in visitors for c in v.compute_ms], 50),
             "wall_ms_per_token": 1000 * last / tokens if tokens else None,
             "mean_batch_size": sum(sizes) / len(sizes) if sizes else None,
+            "prompt_tokens_mean": mean([v.prompt_tokens for v in visitors if v.prompt_tokens is not None]),
+            "cached_tokens_mean": mean([v.cached_tokens for v in visitors if v.cached_tokens is not None]),
             "errors": len(errors), "error_kinds": {e: errors.count(e) for e in sorted(set(errors))},
             "stop_reasons": {str(s): stops.count(s) for s in sorted(set(stops), key=str)}}
 
@@ -217,51 +232,6 @@ def add_ratios(runs: list[dict], model: str = "bundled") -> dict:
            "tokens_per_s_vs_1": ratio is not None and ratio >= wanted["tokens_per_s_vs_1"],
            "itl_p95_over_p50": spread is not None and spread <= wanted["itl_p95_over_p50"]}
     return {"at_visitors": top["visitors"], "wanted": wanted, "met": met}
-
-
-# ---- the server ----------------------------------------------------------------------------------
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def start_server(args, most: int, workdir: Path) -> tuple[subprocess.Popen, str]:
-    """Daphne on a free loopback port with room for `most` visitors; returns it and its http URL."""
-    port = free_port()
-    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "explainer.settings", "EXPLAINER_MODEL": args.model,
-           "HF_HUB_OFFLINE": "1", "DJANGO_DEBUG": "0",
-           "REDIS_URL": "", "EXPLAINER_HOST_PASSWORD": "",  # one plain process: no workers, no workshop pins
-           # Room for the previous batch's sockets, which may still be closing when the next batch connects.
-           "EXPLAINER_MAX_SESSIONS": str(most), "EXPLAINER_MAX_CONNECTIONS_PER_IP": str(2 * most + 8),
-           "EXPLAINER_MAX_RUNS_PER_ADDRESS": "0",  # every simulated visitor comes from 127.0.0.1
-           "DJANGO_ALLOWED_HOSTS": "127.0.0.1", "DATABASE_URL": f"sqlite:///{workdir / 'load.sqlite3'}"}
-    log = open(workdir / "daphne.log", "w")
-    proc = subprocess.Popen([sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port), "-v", "0",
-                             "explainer.asgi:application"], cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + args.server_timeout
-    while time.monotonic() < deadline and proc.poll() is None:
-        try:
-            with urllib.request.urlopen(url + "/healthz", timeout=5) as response:
-                if response.status == 200:  # the model is loaded
-                    return proc, url
-        except OSError:
-            time.sleep(0.3)
-    stop_server(proc)
-    log.close()
-    tail = (workdir / "daphne.log").read_text(errors="replace")[-3000:]
-    raise SystemExit(f"daphne did not become healthy within {args.server_timeout:.0f} s; its log ends:\n{tail}")
-
-
-def stop_server(proc: subprocess.Popen) -> None:
-    proc.terminate()
-    try:
-        proc.wait(timeout=20)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
 
 
 # ---- output --------------------------------------------------------------------------------------
@@ -325,7 +295,10 @@ def parse_args(argv=None):
     parser.add_argument("--timeout", type=float, default=300, help="seconds one visitor's run may take")
     parser.add_argument("--server-timeout", type=float, default=180, help="seconds for Daphne to become healthy")
     parser.add_argument("--repeats", type=int, default=3, help="batches per size, pooled")
-    parser.add_argument("--warmup", type=int, default=1, help="unmeasured lone runs first")
+    parser.add_argument("--warmup", type=int, default=1, help="unmeasured lone runs before each batch (of WARMUP_QUESTION)")
+    parser.add_argument("--prefix-cache", choices=["on", "off", "both"], default="both",
+                        help="spawned servers with the prefix cache on, off (EXPLAINER_PREFIX_CACHE_BYTES=0), or both "
+                        "one after the other, printed side by side (default both)")
     parser.add_argument("--slo-ttft-ms", type=float, default=1000.0, help="goodput's TTFT SLO (default 1000 ms)")
     parser.add_argument("--slo-itl-ms", type=float, default=200.0,
                         help="goodput's per-request mean inter-token latency (TPOT) SLO (default 200 ms)")
@@ -341,12 +314,13 @@ def parse_args(argv=None):
     return args
 
 
-async def bench(url: str, args, baseline: plain_generate.PlainGenerate | None = None) -> dict:
-    ws_url = url.replace("http", "ws", 1) + "/ws/session/"
-    args.origin = args.origin or url
-    for _ in range(args.warmup):
-        await run_batch(ws_url, 1, args)
-    runs = [await measure(ws_url, n, args) for n in args.batches]
+async def bench(servers: Servers, args, baseline: plain_generate.PlainGenerate | None = None) -> dict:
+    if args.url:
+        args.origin = args.origin or args.url.rstrip("/")
+    try:
+        runs = [await measure(servers, n, args) for n in args.batches]
+    finally:
+        servers.close()
     # Greedy: every visitor's tokens equal plain generate's for its prompt (without a baseline: the lone run's).
     reference = dict(enumerate(baseline.tokens)) if baseline else {
         i: t for r in runs if r["visitors"] == 1 for i, t in r["_tokens"][:1]}
@@ -374,17 +348,32 @@ def main(argv=None) -> int:
         # The baseline first, on an idle machine (no server yet), over the prompts the visitors will ask.
         asked = args.prompts[:max(args.batches)]
         baseline = plain_generate.measure(args.model, asked, args.max_new_tokens) if args.baseline else None
-        proc, url = (None, args.url.rstrip("/")) if args.url else start_server(args, max(args.batches), Path(tmp))
-        try:
-            result = asyncio.run(bench(url, args, baseline))
-        finally:
-            if proc is not None:
-                stop_server(proc)
+        modes = ["as served"] if args.url else (["on", "off"] if args.prefix_cache == "both" else [args.prefix_cache])
+        results = {mode: asyncio.run(bench(Servers(args, Path(tmp), mode), args, baseline)) for mode in modes}
+    result = {**results[modes[0]], "prefix_cache": modes[0]}
+    if len(modes) == 2:
+        result["prefix_cache_off"] = {k: results["off"][k] for k in ("runs", "targets")}
     if args.json:
         print(json.dumps(result))
-    else:
-        print_table(result)
+        return 0
+    print(f"prefix cache {modes[0]}:")
+    print_table(result)
+    if len(modes) == 2:
+        print("\nprefix cache off (EXPLAINER_PREFIX_CACHE_BYTES=0):")
+        print_table({**result, **result["prefix_cache_off"]})
+        print_side_by_side(result["runs"], result["prefix_cache_off"]["runs"])
     return 0
+
+
+def print_side_by_side(on: list[dict], off: list[dict]) -> None:
+    print(f"\n{'visitors':>8} {'cached/prompt':>13} {'ttft p50 on':>11} {'off':>8} {'off/on':>6} {'tok/s on':>9} {'off':>8} {'on/off':>6}")
+    for a, b in zip(on, off):
+        ttft = b["ttft_p50_ms"] / a["ttft_p50_ms"] if a["ttft_p50_ms"] and b["ttft_p50_ms"] else None
+        rate = a["tokens_per_s"] / b["tokens_per_s"] if b["tokens_per_s"] else None
+        share = f"{fmt(a['cached_tokens_mean'])}/{fmt(a['prompt_tokens_mean'])}"
+        print(f"{a['visitors']:>8} {share:>13} {fmt(a['ttft_p50_ms']):>11} {fmt(b['ttft_p50_ms']):>8} {fmt(ttft, 2):>6} "
+              f"{fmt(a['tokens_per_s']):>9} {fmt(b['tokens_per_s']):>8} {fmt(rate, 2):>6}")
+    print("(cached/prompt: the mean prompt tokens each prefill took from the prefix cache / its prompt tokens, cache on)")
 
 
 if __name__ == "__main__":

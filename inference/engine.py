@@ -117,7 +117,9 @@ class GenerationSession:
         self.prefill_chunked = [p.hidden.shape[1] for p in self.parts] + [row.hidden.shape[1]] if self.parts else None
         if self.parts:
             row = joined_parts(self.parts + [row], len(self.ids))
-        self.prefill_hidden = row.hidden if self.adapter.has_cache else None
+        # A prefix from the cache was computed in another pass: the check runs two lone passes instead (no twin
+        # fed through chunks that could differ from it in the last bit, then two lone passes anyway)
+        self.prefill_hidden = row.hidden if self.adapter.has_cache and not self.cached_tokens else None
         self.parts, self.fed = [], len(self.ids)
         with one_thread():
             return self._captured_prefill(row)
@@ -156,7 +158,7 @@ class GenerationSession:
             self.prefill_chunked = [p.hidden.shape[1] for p in self.parts] + [row.hidden.shape[1]]
             row = joined_parts(self.parts + [row], len(self.ids))
         self.cache, self.fed, self.parts = cache, len(self.ids), []
-        self.prefill_hidden, self.prefill_batched = (row.hidden if batch_size == 1 else None), True
+        self.prefill_hidden, self.prefill_batched = (row.hidden if batch_size == 1 and not self.cached_tokens else None), True
         with one_thread():
             return self._captured_prefill(row)
 

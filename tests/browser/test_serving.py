@@ -22,7 +22,7 @@ def collect_sent(page) -> list[dict]:
     return sent
 
 
-def measure(page, frames, selector: str, what: str, button: str = "button.he-measure", timeout_s: float = 300,
+def measure(page, frames, selector: str, what: str, button: str | None = None, timeout_s: float = 300,
             slow: bool = False) -> dict:
     """Bring the diagram on screen (it measures by itself, on the article's prompt), then click its measure
     button; the first `serving` frame for `what` (or a refusal) after the click.
@@ -35,7 +35,7 @@ def measure(page, frames, selector: str, what: str, button: str = "button.he-mea
         page.wait_for_timeout(250)
     else:
         pytest.fail(f"{selector} did not measure {what} on sight")
-    control = page.locator(f"{selector} {button}").first
+    control = page.locator(f"{selector} {button or f'button.he-measure[data-what={what}]'}").first
     expect(control).to_be_enabled(timeout=timeout_s * 1000)  # once the measurement it made on sight is back
     for _ in range(300):  # that answer's frame is in `frames` before counting (else it would pass for the click's)
         if any(f.get("type") == "error" or (f.get("type") == "serving" and f.get("what") == what) for f in frames):
@@ -91,6 +91,16 @@ def test_every_serving_diagram_draws_its_measurement(page, site_url):
     assert frame["type"] == "serving", frame
     assert attr(page, "he-timeline", "data-lengths") == ",".join(str(r["prompt_tokens"]) for r in frame["data"]["rows"])
 
+    # The prefix cache (issue 24 point 4): this prefill's cached tokens, and the saving measured on this prompt.
+    prefill = run["prefill"][-1]
+    assert attr(page, "he-timeline", "data-cached-tokens") == str(prefill["cached_tokens"])
+    frame = measure(page, frames, "he-timeline", "prefix")
+    assert frame["type"] == "serving" and frame["prompt"] == "yours", frame
+    assert frame["data"]["prompt_tokens"] == len(prefill["tokens"]) and frame["data"]["cached_tokens"] == prefill["cached_tokens"]
+    assert float(attr(page, "he-timeline", "data-prefix-saved-ms")) == frame["data"]["saved_ms"]
+    expect(page.locator("he-timeline .he-prefix-saved")).to_contain_text("Measured now on this server" if prefill["cached_tokens"]
+                                                                          else "Nothing of this prompt came from the cache")
+
     frame = measure(page, frames, "he-kvcalc", "kv")
     assert frame["type"] == "serving", frame
     opt = next(r for r in frame["data"]["rows"] if r["key"] == "opt-13b")
@@ -126,8 +136,8 @@ def test_every_serving_diagram_draws_its_measurement(page, site_url):
     asked = [(f["what"], f.get("prompt")) for f in sent if f.get("type") == "measure"]
     auto = [what for what, prompt in asked if prompt == "article"]
     # (a refused one is asked again when the server's `busy` says: another measurement held the model)
-    assert set(auto) == {"prefill_decode", "kv", "capacity", "batch", "speculative", "quantize"}
+    assert set(auto) == {"prefill_decode", "prefix", "kv", "capacity", "batch", "speculative", "quantize"}
     clicked = list(dict.fromkeys(what for what, prompt in asked if prompt is None))
-    assert clicked == ["prefill_decode", "kv", "capacity", "batch", "speculative", "quantize"]
+    assert clicked == ["prefill_decode", "prefix", "kv", "capacity", "batch", "speculative", "quantize"]
     assert page.evaluate("document.documentElement.scrollWidth") <= 1280
     assert not page.errors, page.errors

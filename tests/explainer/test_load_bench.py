@@ -45,6 +45,13 @@ def test_two_visitors_run_without_errors():
         assert run["greedy_compared"] == run["visitor_runs"]
         assert run["tokens_per_s_vs_generate"] == pytest.approx(run["tokens_per_s"] / plain["tokens_per_s"])
         assert run["itl_p50_vs_generate"] == pytest.approx(run["itl_p50_ms"] / plain["ms_per_token_p50"])
+    # The same batches with the prefix cache off, on fresh servers: every visitor's prompt computed in full there.
+    assert report["prefix_cache"] == "on"
+    off = report["prefix_cache_off"]["runs"]
+    assert [run["visitors"] for run in off] == [1, 2] and all(run["errors"] == 0 for run in off)
+    assert all(run["cached_tokens_mean"] == 0 and run["greedy_mismatches"] == 0 for run in off)
+    for run in report["runs"]:  # the warm-up's prompt shares the template's start with every question
+        assert 0 < run["cached_tokens_mean"] < run["prompt_tokens_mean"]
     for run in report["runs"]:  # vLLM's serving metrics: every request completed, each metric measured
         serving = run["serving"]
         assert serving["completed"] == run["visitor_runs"] and serving["met_slo"] <= serving["completed"]

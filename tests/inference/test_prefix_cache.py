@@ -76,7 +76,7 @@ def test_a_prefill_from_a_shared_prefix_is_exact_on_tiny_architectures(name):
     prompt = ids_prompt(plain, SHARED + [30, 31, 32, 33])
     second = run(cached, prompt)
     assert second[1]["cached_tokens"] == len(SHARED)  # computed once, by the first visitor's prefill
-    assert second[0].prefill_chunked == [len(SHARED), 4]
+    assert second[0].prefill_chunked == [len(SHARED), 4] and second[0].prefill_hidden is None  # the check: lone passes
     assert second[1]["prefix_cache"]["hits"] == 1 and second[1]["prefix_cache"]["tokens_saved"] == len(SHARED)
     same_run(second, run(plain, prompt))
 
@@ -176,3 +176,16 @@ def test_visitors_prefilled_together_from_their_cached_prefixes_match_their_lone
         while not lone.finished:
             close(untied(s.step()), untied(lone.step()), f"step {lone.step_index}")
         assert s.generated == lone.generated
+
+
+def test_the_saving_is_measured_on_a_private_cache_with_the_visitors_prefix(stories):
+    from inference.prefix_saving import prefix_saving
+    cached = with_cache(stories)
+    ids = SHARED + [60, 61, 62]
+    data = prefix_saving(cached, ids, cached=len(SHARED), repeats=2)
+    assert data["cached_tokens"] == len(SHARED) and data["prompt_tokens"] == len(ids) and data["repeats"] == 2
+    assert data["with_ms"] > 0 and data["without_ms"] > 0 and data["with_forward_ms"] > 0
+    assert data["saved_ms"] == pytest.approx(data["without_ms"] - data["with_ms"], abs=2e-3)
+    assert cached.prefix_cache.stats().lookups == 0  # the server's own cache (and its figures) untouched
+    assert prefix_saving(cached, ids, cached=0, repeats=1)["cached_tokens"] == 0  # nothing cached: nothing taken
+    assert prefix_saving(cached, ids, cached=len(ids) + 5, repeats=1)["cached_tokens"] == len(ids) - 1  # the last is computed

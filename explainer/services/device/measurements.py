@@ -23,7 +23,7 @@ from inference.prompting import build_prompt
 DEFAULT_PROMPT = [{"role": "user", "content": "The mole on my face may need a biopsy. Explain this simply."}]
 NEW_TOKENS = 16  # short runs: a measurement holds the device's executor while it runs
 CALCULATED = ("kv", "capacity")  # no model run: never cached, never rate-limited
-EXPERIMENTS = 4  # prefill_decode, batch, speculative, quantize: one of each may be measured back to back
+EXPERIMENTS = 5  # prefill_decode, batch, speculative, quantize, prefix: one of each may be measured back to back
 _cache: dict[tuple, dict] = {}  # (model, device, what, draft, prompt ids) -> the `serving` reply
 _fresh: dict[str, TokenBucket] = {}  # client address -> its fresh measurements' bucket
 _running: list[str] = []  # the measurement in flight in this process (at most one)
@@ -40,7 +40,8 @@ class MeasureBusy(Exception):
 def cache_key(what: str, message: dict, device: str, session) -> tuple:
     # None: the article's prompt; prefill_decode times random tokens, so no prompt changes it
     ids = tuple(session.prompt.ids) if session is not None and what != "prefill_decode" else None
-    return (settings.EXPLAINER_MODEL, device, what, message.get("draft") if what == "speculative" else None, ids)
+    variant = message.get("draft") if what == "speculative" else session.cached_tokens if what == "prefix" and session else None
+    return (settings.EXPLAINER_MODEL, device, what, variant, ids)
 
 
 async def serve(what: str, message: dict, session, device: str, address: str | None, progress=None) -> dict:
@@ -112,9 +113,23 @@ def measure(what: str, message: dict, session, progress=None) -> dict:
         data = serving.capacity(loaded, memory, context)
     elif what == "speculative":
         data = _speculative(message, loaded, prompt_ids(loaded, session), progress)
+    elif what == "prefix":
+        data = _prefix(loaded, session, progress)
     else:
         data = _experiment(what, loaded, prompt_ids(loaded, session), progress)
     return serving_payload(what, data, "none" if what in CALCULATED + ("prefill_decode",) else "article" if session is None else "yours")
+
+
+def _prefix(loaded, session, progress=None) -> dict:
+    """The visitor's prefill with the prefix its own prefill found in the cache, and without; on the article's
+    prompt (no run yet), with the longest prefix of it the server's cache holds now."""
+    from inference.prefix_saving import prefix_saving
+    ids, store = prompt_ids(loaded, session), loaded.prefix_cache
+    if session is not None:
+        cached = session.cached_tokens
+    else:
+        cached = store.matched_length(ids, len(ids) - 1) if store is not None else 0
+    return {**prefix_saving(loaded, ids, cached, progress=progress), "cache_on": bool(store is not None and store.enabled)}
 
 
 def _experiment(what: str, loaded, ids: list[int], progress=None) -> dict:

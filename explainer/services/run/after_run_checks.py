@@ -61,10 +61,7 @@ def causal_calls(session):
     if change is None:
         return no_change()
     position, replacement = change
-    own, sizes = session.prefill_hidden, session.prefill_chunked
-    # A batch row, or a prefix from the prefix cache (computed in some earlier pass): its last bits may differ
-    # from a lone pass's, so a mismatch is decided by two lone passes
-    batched = session.prefill_batched or session.cached_tokens > 0
+    own, sizes, batched = session.prefill_hidden, session.prefill_chunked, session.prefill_batched
     session.prefill_hidden = None  # the run's own prefill residuals, then freed
     key = (id(session.model), session.description.spec, session.description.dtype, tuple(session.prompt.ids))
     if (known := CHECKED.get(key)) is not None:

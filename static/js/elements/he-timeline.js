@@ -9,7 +9,7 @@ import { plural } from "../lib/plural.js";
 
 const KINDS = {
   tokenize: ["he-t-tok", "template + tokenizer"],
-  prefill: ["he-t-prefill", "prefill forward pass (whole prompt)"],
+  prefill: ["he-t-prefill", "prefill forward pass (the prompt, less any prefix from the prefix cache)"],
   forward: ["he-t-forward", "decode forward pass (one token)"],
   capture: ["he-t-capture", "capture for the diagrams (this page's overhead)"],
   sampling: ["he-t-sampling", "sampling (processors, softmax, draw)"],
@@ -31,14 +31,17 @@ function prefixTitle(prefill) {
 
 /** The prefix cache, in words and figures: what this prefill reused, and the server's cache since it started. */
 function prefixPart(prefill, line) {
-  const cache = prefill.prefix_cache;
-  if (!cache) return [];
+  const cache = prefill?.prefix_cache;
+  if (!prefill) return [caption("Waiting for the run: its prefill says how many of its tokens came from the prefix cache.")];
+  if (!cache) return [caption("This server keeps no prefix cache (EXPLAINER_PREFIX_CACHE_BYTES=0), or the run was recorded before it had one: every prefill computes its whole prompt.")];
   const cached = prefill.cached_tokens ?? 0;
   const total = prefill.tokens.length;
   const said = cached
     ? `The first ${plural(cached, "token")} of the ${total} the model reads ${cached === 1 ? "was" : "were"} computed once, by an earlier prefill on this server: this prefill ran ${plural(total - cached, "token")} instead of ${total}. `
       + "A prompt shares its start with earlier ones (the template's text before your words, or a conversation's earlier turns); positions before a token never depend on it (the causal mask), so their keys and values are the same for everybody who starts that way."
-    : `No prefix of this prompt was in the prefix cache, so the prefill computed all ${plural(total, "token")}; it is kept now, and the next prompt that starts the same way computes only the rest.`;
+    : `No prefix of this prompt was in the prefix cache, so the prefill computed all ${plural(total, "token")}; `
+      + (cache.entries ? "it is kept now, and the next prompt that starts the same way computes only the rest."
+        : "the cache keeps nothing (this model's cache slides or recurs, so a prefix cannot be reused, or the budget is smaller than one prompt).");
   const rate = cache.hit_rate != null ? `${fmt(cache.hit_rate * 100, 0)}%` : "–";
   const figures = stats([
     ["prefixes kept", int(cache.entries), `runs of tokens in the radix tree (as SGLang's RadixAttention keeps them)`],
@@ -46,19 +49,40 @@ function prefixPart(prefill, line) {
     ["hit rate", rate, `${int(cache.hits)} of ${plural(cache.lookups, "prefill")} since the server started found a cached prefix`],
     ["tokens saved", int(cache.tokens_saved), `${int(cache.tokens_saved)} of ${int(cache.tokens_looked_up)} prompt tokens since the server started came from the cache instead of a forward pass`],
   ], line);
-  return [el("h3", { class: "he-subhead" }, "The prefix cache"), el("p", { class: "he-prefix-said" }, said), figures];
+  return [el("p", { class: "he-prefix-said" }, said), figures, line];
+}
+
+/** The measured saving on one prompt: its prefill with its cached prefix, and without. */
+function savingPart(data) {
+  const tokens = `${data.cached_tokens} of ${data.prompt_tokens}`;
+  const line = readout("Hover or tap a tile for how it was measured.");
+  const tiles = stats([
+    ["prefill with the cache", ms(data.with_ms), `median of ${data.repeats} prefills of the prompt with its first ${tokens} tokens in a prefix cache (forward pass ${ms(data.with_forward_ms)})`],
+    ["prefill without it", ms(data.without_ms), `median of ${data.repeats} prefills of the whole prompt (forward pass ${ms(data.without_forward_ms)})`],
+    ["saved", ms(data.saved_ms), data.speedup != null ? `${fmt(data.speedup, 2)}× faster with the cache` : "–"],
+  ], line);
+  const said = data.cached_tokens
+    ? `Measured now on this server: with ${tokens} tokens from the cache the prefill took ${ms(data.with_ms)}; computing all ${data.prompt_tokens} took ${ms(data.without_ms)}. `
+      + `That is ${ms(data.saved_ms)} less before the first token.`
+    : `Nothing of this prompt came from the cache, so there was nothing to save: both prefills computed all ${data.prompt_tokens} tokens (${ms(data.with_ms)} and ${ms(data.without_ms)}).`;
+  return [tiles, el("p", { class: "he-prefix-saved" }, said), line];
 }
 
 class HeTimeline extends SteppedElement {
   render(rs) {
     this.measure ??= new Measure(this, "prefill_decode", { label: "Measure prefill vs decode on this server" });
+    this.prefixMeasure ??= new Measure(this, "prefix", { label: "Measure what the cache saved on your prompt" });
     if (!this.runPart) {
       this.runPart = el("div", { class: "he-part" });
       this.servedPart = el("div", { class: "he-part" });
+      this.prefixPart = el("div", { class: "he-part" });
+      this.savingPart = el("div", { class: "he-part" });
       this.root.replaceChildren(el("h3", { class: "he-subhead" }, "Your whole run, on the clock"), this.runPart,
+        el("h3", { class: "he-subhead" }, "The prefix cache"), this.prefixPart, this.prefixMeasure.node, this.savingPart,
         el("h3", { class: "he-subhead" }, "Prompt length against the wait"), this.measure.node, this.servedPart);
     }
     this.drawRun(rs);
+    this.drawPrefix(rs);
     this.drawMeasured(rs);
   }
 
@@ -147,11 +171,18 @@ class HeTimeline extends SteppedElement {
     ], line);
     this.runPart.replaceChildren(tiles, bar, axis, ...(untimed ? [untimed] : []), legend(Object.values(KINDS)),
       el("p", { class: "he-col-sub" }, "Each forward pass, prefill (P) then decode steps, on one scale:"), cols, line,
-      ...prefixPart(rs.prefill, line),
       caption(`Measured over your whole run, whatever step the page shows: the prefill read ${plural(promptTokens, "prompt token")}`
         + (cached ? ` (computing ${computed}: the first ${cached} came from the prefix cache)` : "") + ` in one pass of ${ms(pre.forward_ms)}; `
         + `${plural(steps.length, "step")} followed (step 1 samples from the prefill, so it has no forward pass of its own). `
         + (total != null ? `End to end ${ms(total)}. ` : "") + "Capture is what this page adds to draw the diagrams; a production server skips it."));
+  }
+
+  drawPrefix(rs) {
+    this.prefixPart.replaceChildren(...prefixPart(rs.prefill, readout("Hover or tap a tile for what it counts.")));
+    const state = this.prefixMeasure.sync(rs);
+    if (state.data) this.dataset.prefixSavedMs = String(state.data.saved_ms); else delete this.dataset.prefixSavedMs;
+    this.savingPart.replaceChildren(...(state.data ? savingPart(state.data) : [this.prefixMeasure.placeholder(state,
+      "Press the button to time your prompt's prefill twice on this server: from the prefix its own prefill found in the cache, and from nothing.")]));
   }
 
   drawMeasured(rs) {
