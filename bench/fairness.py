@@ -22,7 +22,8 @@ from pathlib import Path
 import websockets
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from load import percentile, start_server, stop_server  # noqa: E402
+from load import percentile  # noqa: E402
+from load_server import start_server, stop_server  # noqa: E402
 
 ATTACKERS = ("127.0.0.2", "127.0.0.3", "127.0.0.4", "127.0.0.5")
 SENTENCE = "The quick brown fox jumps over the lazy dog near the river bank while children play. "
@@ -139,7 +140,8 @@ async def main(args) -> dict:
     global LONG
     LONG = SENTENCE * args.sentences
     with tempfile.TemporaryDirectory() as workdir:
-        proc, url = start_server(args, 16, Path(workdir))
+        # The prefix cache off: the long prompt, sent again each round, is prefilled in full every time
+        proc, url = start_server(args, 16, Path(workdir), {"EXPLAINER_PREFIX_CACHE_BYTES": "0"})
         try:
             await victim_reply(url, 4)  # warm-up: the first request pays for lazy loading
             alone = await victim_reply(url, args.tokens)

@@ -5,6 +5,8 @@ socket as the page does. Per run it measures, on the client's clock from the `st
 payload, step 1 (the first token: TTFT), and the causal-mask `check`; and from the server's payloads the
 prefill's forward pass and one decode step's (step 2's forward). The target compares TTFT with that work,
 measured in the same run: TTFT <= 1.2 x (prefill pass + one decode step). Figures only, nothing asserted.
+The server runs with the prefix cache off (each run sends the same prompt: with it on, later runs would
+prefill one token); bench/load.py measures the cache.
 
     .venv/bin/python bench/ttft.py                        # SmolLM2, 3 runs after a warm-up
     .venv/bin/python bench/ttft.py --model bundled --sentences 15
@@ -23,7 +25,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from fairness import SENTENCE, connect  # noqa: E402
-from load import start_server, stop_server  # noqa: E402
+from load_server import start_server, stop_server  # noqa: E402
 from inference.wire.framing import join_message  # noqa: E402
 
 TARGET = 1.2  # TTFT / (prefill pass + one decode step)
@@ -66,7 +68,8 @@ async def one_run(url: str, prompt: str, tokens: int) -> dict:
 async def main(args) -> dict:
     prompt = SENTENCE * args.sentences
     with tempfile.TemporaryDirectory() as workdir:
-        proc, url = start_server(args, 4, Path(workdir))
+        # The prefix cache off: every run's prefill computes the whole prompt (the same prompt is sent each run)
+        proc, url = start_server(args, 4, Path(workdir), {"EXPLAINER_PREFIX_CACHE_BYTES": "0"})
         try:
             await one_run(url, "Warm-up. " + prompt, 3)  # the first request pays for lazy loading
             # A prompt of its own each run: a prompt checked lately would have its causal-mask check reused.
