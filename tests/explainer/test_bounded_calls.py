@@ -35,7 +35,12 @@ def mine(calls: list) -> list:
     return [(name, tokens) for owner, name, tokens in calls if owner == ADDRESS]
 
 
-async def test_a_fork_at_step_1_re_prefills_in_chunks(calls):
+@pytest.mark.parametrize("prefix_cache", ["off", "on"])
+async def test_a_fork_at_step_1_re_prefills_in_chunks(calls, stories_model, prefix_cache):
+    """Off: the prompt again, in chunks of at most 8. On: the prompt's prefill put it in the prefix cache, so the
+    fork takes all but its last token from there and computes that one."""
+    if prefix_cache == "off":
+        stories_model.EXPLAINER_PREFIX_CACHE_BYTES = 0  # read when the model loads, at the first connect
     comm = await connect(ADDRESS)
     await comm.send_json_to({"type": "start", "messages": [{"role": "user", "content": LONG}], "paused": True,
                              "params": {"max_new_tokens": 4}})
@@ -47,7 +52,10 @@ async def test_a_fork_at_step_1_re_prefills_in_chunks(calls):
     assert (await until(comm, "step"))[-1]["forced"]
     fork_calls = mine(calls)
     fed = [tokens for name, tokens in fork_calls if name in ("prefill_part", "forked_step")]
-    assert len(fed) >= 5 and max(fed) <= 8, fork_calls  # the old fork: one call with the whole prompt in it
+    if prefix_cache == "off":
+        assert len(fed) >= 5 and max(fed) <= 8, fork_calls  # the old fork: one call with the whole prompt in it
+    else:
+        assert fed[-1] == 1 and max(fed) <= 8, fork_calls  # the forked step computes the prompt's last token only
     assert "fork" not in [name for name, _ in fork_calls]
     await comm.disconnect()
 
