@@ -91,7 +91,9 @@ export class ExamplePicker {
     this.note.textContent = `This is a recorded example run of ${model}; press Play to run it live.`;
     this.bar.dataset.example = id;
     this.bar.hidden = false;
+    delete this.bar.dataset.whole;
     if (light) this.#wholeLater(entry, ticket);
+    else this.bar.dataset.whole = id; // the whole recording is drawn (tests and scripts wait on this)
   }
 
   /** The whole example once the visitor first scrolls, presses or types: not part of the first paint. */
@@ -99,13 +101,15 @@ export class ExamplePicker {
     await firstInteraction();
     if (ticket !== this.ticket) return; // another pick, or a live run, came first
     const whole = await fetchJson(new URL(entry.file, this.indexUrl));
-    if (ticket === this.ticket) this.onPick(whole, false, true);
+    if (ticket !== this.ticket) return;
+    if (this.onPick(whole, false, true)) this.bar.dataset.whole = entry.id;
   }
 
   /** A live run replaced the example; a pick still in flight must not bring it back. The picker stays. */
   live() {
     this.ticket += 1;
     delete this.bar.dataset.example;
+    delete this.bar.dataset.whole;
     this.select.selectedIndex = -1; // so that picking any example, the last one too, is a change
     this.note.textContent = "Your live run is drawn below; pick an example to look at a recorded run instead.";
   }

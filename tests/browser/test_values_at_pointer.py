@@ -139,6 +139,8 @@ def test_tab_reaches_the_kv_bars_and_hover_is_beside_the_bar(page, site_url):
     kv.scroll_into_view_if_needed()
     bars = kv.locator(".he-barlist .he-brow")
     expect(bars.first).to_be_visible(timeout=20_000)
+    # the scroll fetched the whole example, which redraws the diagrams: focus once it is in, as a reader would
+    page.wait_for_selector("#example-bar[data-whole]", state="attached", timeout=30_000)
     kv.locator(".he-stats > div").first.focus()
     tip_beside(page, kv, kv.locator(".he-stats > div").first)
     page.keyboard.press("Tab")
