@@ -114,15 +114,18 @@ class GenerationSession:
             pass
         row = self._forward(self.ids[self.fed:])
         # The causal-mask check feeds the changed prompt through the same pass or chunks and compares (float32)
-        self.prefill_chunked = [p.hidden.shape[1] for p in self.parts] + [row.hidden.shape[1]] if self.parts else None
-        if self.parts:
-            row = joined_parts(self.parts + [row], len(self.ids))
+        row = self._joined(row)
         # A prefix from the cache was computed in another pass: the check runs two lone passes instead (no twin
         # fed through chunks that could differ from it in the last bit, then two lone passes anyway)
         self.prefill_hidden = row.hidden if self.adapter.has_cache and not self.cached_tokens else None
         self.parts, self.fed = [], len(self.ids)
         with one_thread():
             return self._captured_prefill(row)
+
+    def _joined(self, row: ForwardRow) -> ForwardRow:
+        """The prompt's parts fed so far (chunks, or a cached prefix) and this last row as one prefill row."""
+        self.prefill_chunked = [p.hidden.shape[1] for p in self.parts] + [row.hidden.shape[1]] if self.parts else None
+        return joined_parts(self.parts + [row], len(self.ids)) if self.parts else row
 
     def prefill_fits_one_pass(self, most_tokens: int) -> bool:
         """Whether this prefill can be a row of a batched pass: not begun (or begun only from the prefix cache),
@@ -154,9 +157,7 @@ class GenerationSession:
         has no padding), so they are kept for it."""
         if self.pending is not None or self.step_index:
             raise SessionError("prefill already ran")
-        if self.parts:  # the prefix from the prefix cache, then this pass's rows
-            self.prefill_chunked = [p.hidden.shape[1] for p in self.parts] + [row.hidden.shape[1]]
-            row = joined_parts(self.parts + [row], len(self.ids))
+        row = self._joined(row)  # after the prefix from the prefix cache, if any
         self.cache, self.fed, self.parts = cache, len(self.ids), []
         self.prefill_hidden, self.prefill_batched = (row.hidden if batch_size == 1 and not self.cached_tokens else None), True
         with one_thread():

@@ -97,7 +97,7 @@ class PrefixCache:
     def __init__(self, budget_bytes: int):
         self.budget_bytes = max(0, int(budget_bytes))
         self.root = Node((), None)
-        self.bytes = 0
+        self.bytes = self.entries = 0
         self.clock = itertools.count(1)
         self.lock = threading.Lock()
         self.lookups = self.hits = self.tokens_looked_up = self.tokens_saved = self.evicted_tokens = 0
@@ -158,13 +158,13 @@ class PrefixCache:
 
     def stats(self) -> PrefixStats:
         with self.lock:
-            return PrefixStats(entries=self._count(self.root) - 1, bytes=self.bytes, budget_bytes=self.budget_bytes,
+            return PrefixStats(entries=self.entries, bytes=self.bytes, budget_bytes=self.budget_bytes,
                                lookups=self.lookups, hits=self.hits, tokens_looked_up=self.tokens_looked_up,
                                tokens_saved=self.tokens_saved, evicted_tokens=self.evicted_tokens)
 
     def clear(self) -> None:
         with self.lock:
-            self.root, self.bytes = Node((), None), 0
+            self.root, self.bytes, self.entries = Node((), None), 0, 0
 
     # ---- the tree ------------------------------------------------------------------------------
     def _matched(self, ids: list[int]) -> list[Span]:
@@ -187,6 +187,7 @@ class PrefixCache:
         node = Node(tuple(tokens), span, parent, used=next(self.clock))
         parent.children[tokens[0]] = node
         self.bytes += span.bytes
+        self.entries += 1
 
     def _split(self, node: Node, at: int) -> Node:
         """Cut `node` after `at` tokens: the returned head keeps the first ones, the old node the rest."""
@@ -196,6 +197,7 @@ class PrefixCache:
         node.parent.children[node.tokens[0]] = head
         node.tokens, node.span, node.parent = node.tokens[at:], tail_span, head
         head.children[node.tokens[0]] = node
+        self.entries += 1
         return head
 
     def _evict(self) -> None:
@@ -207,15 +209,13 @@ class PrefixCache:
             oldest = min(leaves, key=lambda n: n.used)
             del oldest.parent.children[oldest.tokens[0]]
             self.bytes -= oldest.span.bytes
+            self.entries -= 1
             self.evicted_tokens += len(oldest.tokens)
 
     def _nodes(self, node: Node):
         yield node
         for child in node.children.values():
             yield from self._nodes(child)
-
-    def _count(self, node: Node) -> int:
-        return sum(1 for _ in self._nodes(node))
 
 
 def shared_length(a, b) -> int:
