@@ -34,6 +34,12 @@ def test_the_layers_section_reads_every_layer_of_the_step_shown_on_smollm2(page,
     assert not run["error"], run["error"]
     assert len(run["prefill"][-1]["lens"]) < LAYERS  # the run itself sends a few layers: decoding stays fast
     assert lens_asked(sent) == []  # nothing asked while the section was off screen
+    # Point 2 on the template that adds its own system prompt: the prose quotes the visitor's words, never it.
+    expect(page.locator("#mask .run-words-many")).to_contain_text(
+        'In "How do rainbows form", "rainbows" cannot look ahead at "form"')
+    for section in ("#embeddings", "#mask", "#myths"):
+        text = page.locator(section).inner_text()
+        assert "helpful" not in text and "trained by Hugging Face" not in text, (section, text)
     n = len(run["step"])
     layers = page.locator("he-layers")
     layers.scroll_into_view_if_needed()
