@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+import uuid
 
 from channels.consumer import AsyncConsumer
 from channels.exceptions import ChannelFull
@@ -39,7 +40,8 @@ class VisitorSlot:
     async def send(self, frame: dict) -> None:
         if frame.get("type") == "status":
             frame = {**frame, "worker": self.worker.name}  # which worker runs this session (docs/deploy.md)
-        await self.worker.reply(self.reply, {"type": "worker.frame", "frame": frame, "worker": self.worker.name})
+        await self.worker.reply(self.reply, {"type": "worker.frame", "frame": frame, "worker": self.worker.name,
+                                             "instance": self.worker.instance})
 
     async def _serve(self) -> None:
         while True:
@@ -63,6 +65,13 @@ class InferenceWorker(AsyncConsumer):
     @property
     def name(self) -> str:
         return self.scope["channel"]
+
+    @property
+    def instance(self) -> str:
+        """This life of the worker: a worker restarted on the same channel holds none of its sessions."""
+        if not hasattr(self, "_instance"):
+            self._instance = uuid.uuid4().hex[:12]
+        return self._instance
 
     def _slots(self) -> dict[str, VisitorSlot]:
         if not hasattr(self, "slots"):
@@ -100,7 +109,7 @@ class InferenceWorker(AsyncConsumer):
         slot = self._slots().get(event["reply"])
         if slot:
             slot.seen = time.monotonic()
-        pong = {"worker": self.name, "active": generating.active, "limit": generating.limit,
+        pong = {"worker": self.name, "instance": self.instance, "active": generating.active, "limit": generating.limit,
                 "sessions": len(self._slots())}
         if event.get("stats"):  # the workshop host's page: this worker's model, device, memory and queue
             pong["stats"] = room_stats.server_stats()

@@ -1,6 +1,7 @@
 """A token count as you type (issue 24, point 5), in Chromium against Daphne: the prompt box says how many tokens
 the model will read, how many of them the template adds, and the server's cap; it warns before the cap and says
 past it which limit it is (the server's, not the model's context window). The count is the prefill's own length."""
+import json
 import re
 
 from playwright.sync_api import expect
@@ -9,6 +10,7 @@ from tests.browser.test_article import attr
 from tests.browser.test_controls import BANNER, FINISHED, open_article
 
 COUNT = "#token-count"
+SESSION = re.compile(r"/ws/session/$")
 LINE = re.compile(r"^(\d+) tokens \((\d+) added by the template\) of the server's 384")
 
 
@@ -52,4 +54,53 @@ def test_it_warns_before_the_cap_and_names_the_limit_past_it(page, site_url):
     box.press("Enter")  # the server refuses it the same way
     expect(page.locator(BANNER)).to_contain_text("at most 384 prompt tokens", timeout=30_000)
     expect(page.locator(BANNER)).to_contain_text("added by the chat template")
+    assert not page.errors, page.errors
+
+
+def test_a_count_answered_after_the_next_edit_is_not_shown_for_it(page, site_url):
+    """The answer for an older text arrives while the next edit waits for typing to pause: the line stays
+    busy (for the text now in the box) and then shows that text's count, never the old one as if current."""
+    relay = {"ws": None, "server": None, "answers": [], "hold_answers": False, "requests": [], "hold_requests": False}
+
+    def route(ws):
+        server = ws.connect_to_server()
+        relay["ws"], relay["server"] = ws, server
+
+        def from_server(message):
+            if relay["hold_answers"] and json.loads(message).get("type") == "tokenized":
+                relay["answers"].append(message)
+                return
+            ws.send(message)
+
+        def from_page(message):
+            if relay["hold_requests"] and json.loads(message).get("type") == "tokenize":
+                relay["requests"].append(message)
+                return
+            server.send(message)
+
+        server.on_message(from_server)
+        ws.on_message(from_page)
+
+    def until(condition) -> None:
+        for _ in range(600):
+            if condition():
+                return
+            page.wait_for_timeout(50)
+        raise AssertionError("the socket never carried the expected message")
+
+    page.route_web_socket(SESSION, route)
+    box = open_article(page, site_url, "Why do moles dig?")
+    short, _ = count_of(page)
+    relay["hold_answers"] = True
+    box.fill("Why do moles dig tunnels under the garden in the spring?")
+    until(lambda: relay["answers"])  # the long text's answer, held
+    relay["hold_answers"], relay["hold_requests"] = False, True
+    box.fill("Why?")  # the next edit: its request waits for the typing pause, and then the test holds it
+    relay["ws"].send(relay["answers"].pop())  # the long text's answer arrives during that pause
+    until(lambda: relay["requests"])
+    expect(page.locator(COUNT)).to_have_attribute("aria-busy", "true")  # still waiting for the count of "Why?"
+    relay["hold_requests"] = False
+    relay["server"].send(relay["requests"].pop())
+    tokens, _ = count_of(page)
+    assert tokens < short, (tokens, short)  # the count of "Why?", not of the long text
     assert not page.errors, page.errors

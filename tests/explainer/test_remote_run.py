@@ -93,6 +93,24 @@ async def test_a_worker_that_goes_silent_is_reported_lost():
     await comm.disconnect()
 
 
+async def test_a_worker_restarted_within_the_timeout_is_reported_lost():
+    """Killed and started again on the same channel before the silence timeout (the Procfile's loop): the new
+    instance answers the pings but holds none of the sessions, so the visitor is told instead of waiting forever."""
+    worker = start_worker()
+    comm = await connect()
+    await comm.send_json_to({**START, "paused": True})
+    await until(comm, {"prefill"})
+    worker.cancel()
+    again = start_worker()  # a new InferenceWorker on "inference-test": a new instance
+    error = (await until(comm, {"error"}, timeout=4))[-1]  # before the 5 s silence timeout could fire
+    assert error["code"] == "worker_lost"
+    assert (await comm.receive_json_from(timeout=5))["state"] == "finished"
+    await comm.send_json_to(START)  # pressing Play again runs on the new instance
+    assert (await until(comm, {"done"}))[-1]["stop_reason"] == "max_new_tokens"
+    await comm.disconnect()
+    again.cancel()
+
+
 async def test_the_host_page_sees_the_workers_generations_and_devices(settings):
     """In this mode the model lives on the workers: the host's stats come from their answers."""
     worker = start_worker()
@@ -173,6 +191,10 @@ async def test_frames_from_a_worker_that_is_not_the_sessions_never_reach_the_pag
     await run.on_worker_frame({"frame": {"type": "error", "code": "no_run"}, "worker": "inference-0"})
     await run.on_worker_frame({"frame": {"type": "step", "step": 1}, "worker": "inference-1"})
     assert sent == [{"type": "step", "step": 1}]
+    run.instance = "first-life"  # the worker restarted: its new instance's frames are not this session's
+    await run.on_worker_frame({"frame": {"type": "error", "code": "no_run"}, "worker": "inference-1", "instance": "second"})
+    await run.on_worker_frame({"frame": {"type": "step", "step": 2}, "worker": "inference-1", "instance": "first-life"})
+    assert sent == [{"type": "step", "step": 1}, {"type": "step", "step": 2}]
 
 
 async def test_a_count_before_any_run_is_answered_by_a_worker_and_holds_none():

@@ -2,7 +2,8 @@
 
 A session stays on the worker chosen at `start` (its cache lives there). While one is assigned, the
 socket pings it every second; a worker that stops answering for EXPLAINER_WORKER_TIMEOUT_S seconds has
-died, and the visitor gets a `worker_lost` error while every other worker's visitors go on.
+died, and the visitor gets a `worker_lost` error while every other worker's visitors go on. So does a worker
+that answers as a new instance (restarted on the same channel within the timeout): the session died with it.
 """
 from __future__ import annotations
 
@@ -33,6 +34,7 @@ class RemoteRun:
         self.send, self.channel_name = send, channel_name
         self.layer = get_channel_layer()
         self.worker: str | None = None
+        self.instance: str | None = None  # the life of the worker that holds the session (its pongs say)
         self.heard = 0.0
         self.watchdog: asyncio.Task | None = None
         self.pongs: dict[str, dict] = {}
@@ -89,6 +91,7 @@ class RemoteRun:
         if message["type"] == "start" or (self.worker is None and message["type"] == "measure"):
             await self._release_worker()
             self.worker = await self._choose_worker()
+            self.instance = self.pongs[self.worker].get("instance")
             self.heard = time.monotonic()
             self.watchdog = asyncio.create_task(self._watch())
         elif self.worker is None:
@@ -109,7 +112,7 @@ class RemoteRun:
             self.watchdog.cancel()
             self.watchdog = None
         if self.worker:
-            worker, self.worker = self.worker, None
+            worker, self.worker, self.instance = self.worker, None, None
             await self._send_to(worker, {"type": "visitor.end", "reply": self.channel_name})
 
     # ---- from the worker ---------------------------------------------------------------------
@@ -121,15 +124,22 @@ class RemoteRun:
                 self.surveyed[pong["worker"]] = (time.monotonic(), pong)
             self.pong_arrived.set()
             if pong["worker"] == self.worker:
-                self.heard = time.monotonic()
+                if self._another_life(pong):
+                    await self._lose()
+                else:
+                    self.heard = time.monotonic()
             return
         if event["frame"].get("type") == "tokenized":  # a count, from whichever worker was asked (the run's or any)
             await self.send(event["frame"])
-        elif self.worker is not None and event.get("worker", self.worker) == self.worker:
+        elif self.worker is not None and event.get("worker", self.worker) == self.worker and not self._another_life(event):
             self.heard = time.monotonic()
             await self.send(event["frame"])
-        # else: a restarted worker answering messages queued for its previous life (this session lives on
-        # another worker now): its `no_run`s must not reach the page
+        # else: a restarted worker answering messages queued for its previous life (this session lived on
+        # that life, or lives on another worker now): its `no_run`s must not reach the page
+
+    def _another_life(self, event: dict) -> bool:
+        """Whether a pong or frame comes from a later instance of the session's worker than the one chosen."""
+        return None not in (self.instance, event.get("instance")) and event["instance"] != self.instance
 
     async def survey_workers(self) -> tuple[list[dict], list[str]]:
         """The workers' latest answers with their stats (at most 3 s old), then ask again: the host page's
@@ -180,9 +190,16 @@ class RemoteRun:
             await asyncio.sleep(PING_EVERY_S)
             await self._send_to(self.worker, {"type": "worker.ping", "reply": self.channel_name})
             if time.monotonic() - self.heard > settings.EXPLAINER_WORKER_TIMEOUT_S:
-                lost, self.worker, self.watchdog = self.worker, None, None
-                log.warning("worker %s stopped answering", lost)
-                await self.send(error_payload("worker_lost", f"the inference worker running this session ({lost}) "
-                                              "stopped; start again to continue on another worker"))
-                await self.send(status_payload("finished", "worker_lost"))
+                await self._lose()
                 return
+
+    async def _lose(self) -> None:
+        """The session's worker died (silent, or answering as a new instance): the visitor is told, once."""
+        lost, self.worker, self.instance = self.worker, None, None
+        watchdog, self.watchdog = self.watchdog, None
+        if watchdog is not None and watchdog is not asyncio.current_task():
+            watchdog.cancel()
+        log.warning("worker %s stopped or restarted", lost)
+        await self.send(error_payload("worker_lost", f"the inference worker running this session ({lost}) "
+                                      "stopped; start again to continue on another worker"))
+        await self.send(status_payload("finished", "worker_lost"))

@@ -7,11 +7,12 @@ import { plural } from "../lib/plural.js";
 const WAIT_MS = 250; // after the last keystroke
 const WARN_AT = 0.9; // of the server's cap: the line turns to a warning
 let timer = null;
-let asked = 0; // the seq of the latest `tokenize` sent: older answers are ignored
+let asked = 0; // the seq of the next or latest `tokenize`: an answer with another seq counts an older text
 
 /** Ask again once typing pauses (or at once, when the socket has just opened). */
 export function countSoon(now = false) {
   clearTimeout(timer);
+  asked += 1; // from this edit on, an answer still in flight counts a text that is no longer in the box
   $("#token-count")?.setAttribute("aria-busy", "true"); // the line is for an older text until the answer comes
   timer = setTimeout(askCount, now ? 0 : WAIT_MS);
 }
@@ -19,7 +20,6 @@ export function countSoon(now = false) {
 function askCount() {
   const messages = readMessages();
   if (client.state !== "open" || !messages.length) { showCount(null); $("#token-count").setAttribute("aria-busy", "false"); return; }
-  asked += 1;
   client.send({ type: "tokenize", messages, seq: asked });
 }
 
