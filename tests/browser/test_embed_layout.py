@@ -43,6 +43,6 @@ def test_offscreen_live_embeds_run_and_size_themselves(page, site_url, blog):
     inner = page.frame_locator("iframe")
     inner.locator(".he-embed-caption[data-state=finished]").wait_for(state="attached", timeout=90_000)
     inner.locator("he-tokens[data-token-count]").wait_for(state="attached", timeout=20_000)
-    page.wait_for_function("() => parseFloat(document.querySelector('iframe').style.height) > 200", timeout=20_000)
+    page.wait_for_function("() => parseFloat(document.querySelector('iframe').style.height) > 200", timeout=90_000)
     assert page.evaluate("window.scrollY") == 0
     assert sizes and max(sizes) > 200
