@@ -3,9 +3,8 @@ PYTHON ?= python3
 VENV := .venv
 PORT ?= 8000
 PYTEST_ARGS ?=
-# `make run` serves SmolLM2-135M-Instruct (docs/models.md); EXPLAINER_MODEL=bundled for slow machines.
-# The test suite keeps explainer/settings.py's default (bundled) unless EXPLAINER_MODEL is set.
-EXPLAINER_MODEL ?= smollm2-135m-instruct
+# `make run` and `make workshop` serve explainer/settings.py's default, SmolLM2-135M-Instruct (docs/models.md);
+# EXPLAINER_MODEL=bundled for slow machines. The test suite chooses bundled itself (tests/settings.py).
 # Daphne drops frames past 128 KiB at the transport; up to that the app refuses >64 KiB with a named error
 # (EXPLAINER_MAX_FRAME_BYTES, docs/protocol.md "Limits and flow control").
 DAPHNE_LIMITS ?= --websocket-max-message-size 131072 --websocket-max-frame-size 131072 --application-close-timeout 10
@@ -25,7 +24,7 @@ $(VENV)/.installed: requirements.txt requirements-dev.txt
 
 run: venv
 	$(VENV)/bin/python manage.py migrate --noinput
-	EXPLAINER_MODEL=$(EXPLAINER_MODEL) $(VENV)/bin/daphne -b 127.0.0.1 -p $(PORT) $(DAPHNE_LIMITS) explainer.asgi:application
+	$(VENV)/bin/daphne -b 127.0.0.1 -p $(PORT) $(DAPHNE_LIMITS) explainer.asgi:application
 
 # A class on one machine (docs/deploy.md): its own redis-server on a free loopback port (unless REDIS_URL is
 # set), WORKERS inference workers and Daphne on PORT, under honcho; it prints the host's password and a

@@ -63,6 +63,7 @@ class Workshop:
     def __init__(self, port: int, workers: int, tmp: Path):
         self.port, self.workers, self.log_path = port, workers, tmp / "workshop.log"
         env = {**os.environ, "PORT": str(port), "WORKERS": str(workers), "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1",
+               "EXPLAINER_MODEL": os.environ.get("EXPLAINER_MODEL", "bundled"),  # a class soak: the fast model
                "DATABASE_URL": f"sqlite:///{tmp / 'db.sqlite3'}", "EXPLAINER_WORKER_TIMEOUT_S": "5"}
         env.pop("REDIS_URL", None)
         self.proc = subprocess.Popen(["make", "workshop"], cwd=ROOT, env=env, stdout=open(self.log_path, "w"),

