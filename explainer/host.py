@@ -21,8 +21,10 @@ from channels.generic.websocket import AsyncJsonWebsocketConsumer
 from django.conf import settings
 from django.core.cache import cache
 from django.shortcuts import redirect, render
+from django.utils.safestring import mark_safe
 from django.views.decorators.http import require_http_methods
 
+from explainer import lan
 from explainer.messages import error_payload
 from explainer.protocol import ReleasedOnExit, StrictJson, encode_frame, json_object, parse_frame, prompt_fields
 from explainer.services.workshop import room_stats
@@ -56,7 +58,14 @@ def host_page(request):
         return _log_in(request)
     if "link" in request.GET:
         return _log_in_by_link(request)
-    return render(request, "host.html", {"logged_in": bool(request.session.get(SESSION_FLAG))})
+    logged_in = bool(request.session.get(SESSION_FLAG))
+    return render(request, "host.html", {"logged_in": logged_in, "class_urls": _class_urls() if logged_in else []})
+
+
+def _class_urls() -> list[dict]:
+    """The students' URLs (`make workshop` sets them), each with its short form and QR code."""
+    return [{"url": url, "short": lan.short_form(url), "qr": mark_safe(lan.qr_svg(url))}  # segno's markup, our URL
+            for url in settings.EXPLAINER_CLASS_URLS]
 
 
 def _become_host(request):

@@ -215,6 +215,8 @@ EXPLAINER_PREFILL_BATCH_TOKENS = int(os.environ.get("EXPLAINER_PREFILL_BATCH_TOK
 
 # Workshop mode (/host/): the host page's password; empty = workshop mode is off.
 EXPLAINER_HOST_PASSWORD = os.environ.get("EXPLAINER_HOST_PASSWORD", "")
+# The URLs students open, set by `make workshop` (explainer/lan.py); the host page shows them with a QR code.
+EXPLAINER_CLASS_URLS = [u.strip() for u in os.environ.get("EXPLAINER_CLASS_URLS", "").split(",") if u.strip()]
 # A one-time login link (/host/?link=<token>) that `make workshop` prints on its console: it works once,
 # even while wrong passwords from the host's address (a classroom behind one NAT) have locked it out.
 EXPLAINER_HOST_LINK_TOKEN = os.environ.get("EXPLAINER_HOST_LINK_TOKEN", "")

@@ -17,6 +17,8 @@ from django.conf import settings
 from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError
 
+from explainer import lan
+
 PROCFILE = Path(settings.BASE_DIR) / "docs" / "deploy" / "Procfile"
 
 
@@ -29,6 +31,11 @@ def free_port() -> int:
 def workshop_env(port: int, workers: int, daphnes: int, environ: dict) -> tuple[dict, dict]:
     """The environment every process shares, and honcho's concurrency (how many of each Procfile line)."""
     env = dict(environ)
+    urls = lan.class_urls(env.get("BIND", "127.0.0.1"), port, env)
+    env["EXPLAINER_CLASS_URLS"] = ",".join(urls)  # the host page shows them, with a QR code
+    # The LAN addresses are allowed hosts for this run only: students type them, and Django refuses others.
+    hosts = [h for h in env.get("DJANGO_ALLOWED_HOSTS", "").split(",") if h.strip()]
+    env["DJANGO_ALLOWED_HOSTS"] = ",".join(dict.fromkeys(hosts + [lan.short_form(u).rsplit(":", 1)[0] for u in urls]))
     own_redis = not env.get("REDIS_URL")
     if own_redis:
         env["EXPLAINER_REDIS_PORT"] = str(free_port())
@@ -66,16 +73,29 @@ class Command(BaseCommand):
         if concurrency["redis"] and shutil.which("redis-server") is None:
             raise CommandError("redis-server is not installed (apt-get install redis-server), or give REDIS_URL")
         call_command("migrate", "--noinput", verbosity=0)
-        shown = "127.0.0.1" if host in ("0.0.0.0", "::") else host
-        self.stdout.write(
-            f"Workshop: http://{shown}:{port}/ ({daphnes} Daphne, {workers} inference workers, Redis "
-            f"{env['REDIS_URL']}{' (its own)' if concurrency['redis'] else ''})\n"
-            f"Host page: http://{shown}:{port}/host/  password: {env['EXPLAINER_HOST_PASSWORD']}\n"
-            f"One-time host login link (works past a lockout): "
-            f"http://{shown}:{port}/host/?link={env['EXPLAINER_HOST_LINK_TOKEN']}\n"
-            "Ctrl-C stops everything.\n")
+        self.stdout.write(self.banner(env, port, workers, daphnes, concurrency["redis"]))
         self.stdout.flush()
         spec = ",".join(f"{name}={n}" for name, n in concurrency.items())
         os.chdir(settings.BASE_DIR)
         os.execve(honcho, [honcho, "start", "-f", str(PROCFILE), "-d", str(settings.BASE_DIR), "-p", str(port),
                            "-c", spec], env)
+
+    def banner(self, env: dict, port: int, workers: int, daphnes: int, own_redis: bool) -> str:
+        """What the teacher needs: the students' URL (with a QR code), the host page, password and link."""
+        urls = [u for u in env["EXPLAINER_CLASS_URLS"].split(",") if u]
+        here = f"http://127.0.0.1:{port}/"
+        lines = [f"Workshop: {workers} inference workers, {daphnes} Daphne, model {settings.EXPLAINER_MODEL}, Redis "
+                 f"{env['REDIS_URL']}{' (its own)' if own_redis else ''}"]
+        if not urls:
+            lines.append("No LAN address found on this machine: students cannot reach it (connect to the room's "
+                         "network, or set EXPLAINER_LAN_ADDRESSES).")
+        elif urls == [here]:
+            lines.append(f"Students: {here} (this machine only; BIND=0.0.0.0 serves the LAN)")
+        else:
+            lines += [f"Students open: {url}   (short: {lan.short_form(url)})" for url in urls]
+            lines.append(lan.qr_terminal(urls[0]).rstrip("\n"))
+        host = (urls or [here])[0]
+        lines += [f"Host page: {host}host/  password: {env['EXPLAINER_HOST_PASSWORD']}",
+                  f"One-time host login link (works past a lockout): {host}host/?link={env['EXPLAINER_HOST_LINK_TOKEN']}",
+                  "Ctrl-C stops everything.", ""]
+        return "\n".join(lines)
