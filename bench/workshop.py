@@ -64,13 +64,16 @@ class Workshop:
         self.port, self.workers, self.log_path = port, workers, tmp / "workshop.log"
         env = {**os.environ, "PORT": str(port), "WORKERS": str(workers), "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1",
                "EXPLAINER_MODEL": os.environ.get("EXPLAINER_MODEL", "bundled"),  # a class soak: the fast model
-               "DATABASE_URL": f"sqlite:///{tmp / 'db.sqlite3'}", "EXPLAINER_WORKER_TIMEOUT_S": "5"}
+               "DATABASE_URL": f"sqlite:///{tmp / 'db.sqlite3'}", "EXPLAINER_WORKER_TIMEOUT_S": "5",
+               "EXPLAINER_WORKSHOP_LOG": str(tmp / "processes.log")}
         env.pop("REDIS_URL", None)
         self.proc = subprocess.Popen(["make", "workshop"], cwd=ROOT, env=env, stdout=open(self.log_path, "w"),
                                      stderr=subprocess.STDOUT, start_new_session=True)
 
     def log(self) -> str:
-        return self.log_path.read_text(errors="replace")
+        """The console, then the processes' own log (Redis, workers, Daphne: `make workshop` keeps it off the console)."""
+        processes = self.log_path.with_name("processes.log")
+        return self.log_path.read_text(errors="replace") + (processes.read_text(errors="replace") if processes.exists() else "")
 
     def wait_ready(self, timeout: float = 300) -> str:
         """The one-time host link's token, once every worker listens and Daphne accepts connections."""
@@ -78,7 +81,7 @@ class Workshop:
         while time.time() < deadline:
             log = self.log()
             link = re.search(r"\?link=(\S+)", log)
-            if link and log.count("Running worker for channels") >= self.workers and self.listening():
+            if link and "Ready: " in log and self.listening():
                 return link.group(1)
             if self.proc.poll() is not None:
                 break

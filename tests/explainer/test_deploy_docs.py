@@ -51,14 +51,19 @@ def test_make_workshop_as_documented_runs_a_class_and_ctrl_c_stops_it(tmp_path):
     redis_binary()
     port = free_port()
     env = {**os.environ, "PORT": str(port), "DATABASE_URL": f"sqlite:///{tmp_path / 'db.sqlite3'}",
-           "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1"}
+           "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1", "EXPLAINER_WORKSHOP_LOG": str(tmp_path / "processes.log")}
     env.pop("REDIS_URL", None)
     log = open(tmp_path / "workshop.log", "w+")
     proc = subprocess.Popen(shlex.split(documented_commands()[0]), cwd=ROOT, env=env, stdout=log,
                             stderr=subprocess.STDOUT, start_new_session=True)
     try:
         banner = wait_for(lambda: re.search(r"\?link=(\S+)", (tmp_path / "workshop.log").read_text()), proc, tmp_path)
-        wait_for(lambda: (tmp_path / "workshop.log").read_text().count("Running worker for channels") == 2, proc, tmp_path)
+        # The console says when the class can start, and says it quietly: the processes' chatter is in the log file.
+        wait_for(lambda: "Ready: 2 workers, model bundled" in (tmp_path / "workshop.log").read_text(), proc, tmp_path)
+        console = (tmp_path / "workshop.log").read_text()
+        assert f"log to {tmp_path / 'processes.log'}" in console and "Running worker for channels" not in console
+        assert console.count("password: ") == 2, console  # the banner again once ready, in view
+        assert (tmp_path / "processes.log").read_text().count("Running worker for channels") == 2
         wait_for(lambda: listening(port), proc, tmp_path)
         assert log_in_with_link(port, banner.group(1)) == 200
         assert log_in_with_link(port, banner.group(1)) == 403  # one time only
@@ -74,6 +79,8 @@ def test_make_workshop_as_documented_runs_a_class_and_ctrl_c_stops_it(tmp_path):
             os.killpg(proc.pid, signal.SIGKILL)
     assert not left, f"still running after Ctrl-C: {left}"
     assert not listening(port)
+    console = (tmp_path / "workshop.log").read_text()
+    assert "Traceback" not in console and console.rstrip().endswith("Stopped: every process of the workshop has exited."), console[-2000:]
 
 
 def wait_for(check, proc, tmp_path, timeout=240):

@@ -86,7 +86,8 @@ def test_bind_0000_make_workshop_serves_the_lan_address_and_shows_it(tmp_path):
     redis_binary()
     port = free_port()
     env = {**os.environ, "BIND": "0.0.0.0", "PORT": str(port), "WORKERS": "1", "EXPLAINER_LAN_ADDRESSES": LAN,
-           "DATABASE_URL": f"sqlite:///{tmp_path / 'db.sqlite3'}", "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1"}
+           "DATABASE_URL": f"sqlite:///{tmp_path / 'db.sqlite3'}", "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1",
+           "EXPLAINER_WORKSHOP_LOG": str(tmp_path / "processes.log")}
     env.pop("REDIS_URL", None)
     env.pop("DJANGO_ALLOWED_HOSTS", None)
     log_path = tmp_path / "workshop.log"
@@ -98,7 +99,7 @@ def test_bind_0000_make_workshop_serves_the_lan_address_and_shows_it(tmp_path):
         banner = log_path.read_text()
         assert f"Students open: {base}   (short: {LAN}:{port})" in banner, banner
         assert "▀" in banner and f"Host page: {base}host/" in banner, banner
-        wait_for(lambda: "Running worker for channels" in log_path.read_text(), proc, tmp_path)
+        wait_for(lambda: "Ready: 1 worker, model bundled" in log_path.read_text(), proc, tmp_path)
         wait_for(lambda: get(base)[0] == 200, proc, tmp_path)  # the LAN address is an allowed host
         assert get(base, host="elsewhere.example")[0] == 400  # and only it: not every name
         assert asyncio.run(asyncio.wait_for(run_from(base), 120))["type"] == "done"

@@ -11,6 +11,7 @@ import secrets
 import shutil
 import socket
 import sys
+import time
 from pathlib import Path
 
 from django.conf import settings
@@ -18,6 +19,7 @@ from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError
 
 from explainer import lan
+from explainer.services.workshop.console import Console, follow
 
 PROCFILE = Path(settings.BASE_DIR) / "docs" / "deploy" / "Procfile"
 
@@ -73,18 +75,25 @@ class Command(BaseCommand):
         if concurrency["redis"] and shutil.which("redis-server") is None:
             raise CommandError("redis-server is not installed (apt-get install redis-server), or give REDIS_URL")
         call_command("migrate", "--noinput", verbosity=0)
-        self.stdout.write(self.banner(env, port, workers, daphnes, concurrency["redis"]))
+        log_path = Path(env.get("EXPLAINER_WORKSHOP_LOG") or Path(settings.BASE_DIR) / "workshop.log").resolve()
+        banner = self.banner(env, port, workers, daphnes, concurrency["redis"])
+        self.stdout.write(banner + f"Starting: the workers are loading the model (Redis, Daphne and workers log to {log_path}).\n")
         self.stdout.flush()
+        started = time.monotonic()
+        noun = "worker" if workers == 1 else "workers"
+        ready = lambda: (f"Ready: {workers} {noun}, model {settings.EXPLAINER_MODEL}, in {time.monotonic() - started:.0f} s. "  # noqa: E731
+                         "Students can start now.\n" + banner)
         spec = ",".join(f"{name}={n}" for name, n in concurrency.items())
-        os.chdir(settings.BASE_DIR)
-        os.execve(honcho, [honcho, "start", "-f", str(PROCFILE), "-d", str(settings.BASE_DIR), "-p", str(port),
-                           "-c", spec], env)
+        command = [honcho, "start", "-f", str(PROCFILE), "-d", str(settings.BASE_DIR), "-p", str(port), "-c", spec]
+        code = follow(command, env, Path(settings.BASE_DIR), log_path, Console(self.stdout, workers, daphnes, ready))
+        if code:
+            raise SystemExit(code)
 
     def banner(self, env: dict, port: int, workers: int, daphnes: int, own_redis: bool) -> str:
         """What the teacher needs: the students' URL (with a QR code), the host page, password and link."""
         urls = [u for u in env["EXPLAINER_CLASS_URLS"].split(",") if u]
         here = f"http://127.0.0.1:{port}/"
-        lines = [f"Workshop: {workers} inference workers, {daphnes} Daphne, model {settings.EXPLAINER_MODEL}, Redis "
+        lines = [f"Workshop: {workers} inference worker{'' if workers == 1 else 's'}, {daphnes} Daphne, model {settings.EXPLAINER_MODEL}, Redis "
                  f"{env['REDIS_URL']}{' (its own)' if own_redis else ''}"]
         if not urls:
             lines.append("No LAN address found on this machine: students cannot reach it (connect to the room's "
