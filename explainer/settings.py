@@ -78,6 +78,8 @@ CACHES = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", 
 EXPLAINER_WORKER_CHANNELS = [c.strip() for c in os.environ.get("EXPLAINER_WORKER_CHANNELS", "inference-0").split(",")
                              if c.strip()]
 EXPLAINER_WORKER_PICK_S = float(os.environ.get("EXPLAINER_WORKER_PICK_S", "1.5"))
+# How long a start waits, told "the class server is starting", while no worker answers (loading, restarting).
+EXPLAINER_WORKER_START_WAIT_S = float(os.environ.get("EXPLAINER_WORKER_START_WAIT_S", "90"))
 EXPLAINER_WORKER_TIMEOUT_S = float(os.environ.get("EXPLAINER_WORKER_TIMEOUT_S", "10"))
 
 TEMPLATES = [

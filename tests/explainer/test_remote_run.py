@@ -10,7 +10,7 @@ from explainer.asgi import application
 from explainer.services.workshop import room_stats
 from explainer.services.device import model_registry
 from explainer.services.admission.capacity import generating
-from explainer.services.run.remote import RemoteRun
+from explainer.services.run.remote import NO_WORKER, RESTARTING, STARTING, RemoteRun, WorkersSeen
 from tests.support import connect, stories_spec, until
 
 START = {"type": "start", "text": "Once upon a time", "params": {"temperature": 0.8, "seed": 1, "max_new_tokens": 5}}
@@ -24,6 +24,8 @@ def remote_mode(settings):
     settings.EXPLAINER_WORKER_CHANNELS = ["inference-test"]
     settings.EXPLAINER_WORKER_PICK_S = 0.5
     settings.EXPLAINER_WORKER_TIMEOUT_S = 5.0
+    settings.EXPLAINER_WORKER_START_WAIT_S = 2.0
+    WorkersSeen.answered = False  # a fresh Daphne: no worker has answered it yet
     model_registry.reset()
     yield
     model_registry.reset()
@@ -67,11 +69,28 @@ async def test_a_run_on_a_worker_matches_the_local_protocol():
     worker.cancel()
 
 
+async def test_a_start_waits_while_the_workers_load_and_runs_when_one_answers():
+    """A class pressing Play before the workers have loaded the model: told so, and the run starts by itself."""
+    comm = await connect()
+    await comm.send_json_to(START)
+    told = (await until(comm, {"status"}))[-1]
+    assert told["state"] == "loading" and told["message"] == STARTING
+    worker = start_worker()  # the model has loaded
+    seen = await until(comm, {"done", "error"})
+    assert seen[-1]["type"] == "done" and seen[-1]["stop_reason"] == "max_new_tokens", seen[-1]
+    await comm.send_json_to(START)  # a later wait (a restart) says so in its own words
+    assert (await until(comm, {"done"}))[-1]["type"] == "done"
+    worker.cancel()
+    await comm.send_json_to(START)
+    assert [m for m in await until(comm, {"error"}) if m["type"] == "status" and m["state"] == "loading"][-1]["message"] == RESTARTING
+    await comm.disconnect()
+
+
 async def test_no_worker_is_a_named_error_and_the_socket_stays_usable():
     comm = await connect()
     await comm.send_json_to(START)
     error = (await until(comm, {"error"}))[-1]
-    assert error["code"] == "no_worker"
+    assert error["code"] == "no_worker" and error["message"] == NO_WORKER  # a student's sentence, no command
     await comm.send_json_to({"type": "pause"})
     assert (await until(comm, {"error"}))[-1]["code"] == "no_run"
     worker = start_worker()

@@ -20,6 +20,15 @@ from explainer.messages import error_payload, status_payload, tokenized_payload
 
 log = logging.getLogger(__name__)
 PING_EVERY_S = 1.0
+# What a visitor reads while no worker answers (operator detail goes to the log and the host page).
+STARTING = "The class server is starting (model loading, about 30 s). Your run starts as soon as it is ready."
+RESTARTING = "The class server is restarting part of itself. Your run starts as soon as it is back."
+NO_WORKER = "No model is running on the server right now. Press Play again in a minute, or tell the host."
+
+
+class WorkersSeen:
+    """Whether any worker has answered this process yet: none yet means they are still loading the model."""
+    answered = False
 
 
 def load(pong: dict) -> tuple[int, int]:
@@ -90,7 +99,7 @@ class RemoteRun:
             return
         if message["type"] == "start" or (self.worker is None and message["type"] == "measure"):
             await self._release_worker()
-            self.worker = await self._choose_worker()
+            self.worker = await self._choose_worker(settings.EXPLAINER_WORKER_START_WAIT_S)
             self.instance = self.pongs[self.worker].get("instance")
             self.heard = time.monotonic()
             self.watchdog = asyncio.create_task(self._watch())
@@ -163,8 +172,26 @@ class RemoteRun:
         except Exception as exc:  # ChannelFull: a dead worker's queue filled up
             log.warning("could not reach worker %s: %s", worker, exc)
 
-    async def _choose_worker(self) -> str:
-        """Ping every configured worker; the least loaded one that answers in time gets the session."""
+    async def _choose_worker(self, wait_s: float = 0.0) -> str:
+        """The least loaded worker that answers a ping. None answering, a run waits up to `wait_s` (the workers
+        are loading the model, or the Procfile is restarting one), telling the visitor so, not an error."""
+        deadline = time.monotonic() + wait_s
+        told = False
+        while not await self._ping_workers():
+            if time.monotonic() >= deadline:
+                log.warning("no inference worker answered; start one with `python manage.py runworker inference-0` "
+                            "(docs/deploy.md)")
+                raise ProtocolError("no_worker", NO_WORKER)
+            if not told:
+                told = True
+                await self.send(status_payload("loading", RESTARTING if WorkersSeen.answered else STARTING))
+        WorkersSeen.answered = True
+        free = [p for p in self.pongs.values() if p["active"] < p["limit"]] or list(self.pongs.values())
+        least = min(load(p) for p in free)
+        return random.choice([p["worker"] for p in free if load(p) == least])
+
+    async def _ping_workers(self) -> bool:
+        """Ping every configured worker and gather the answers that come within EXPLAINER_WORKER_PICK_S."""
         self.pongs.clear()
         self.pong_arrived.clear()
         for worker in settings.EXPLAINER_WORKER_CHANNELS:
@@ -177,12 +204,7 @@ class RemoteRun:
                 await asyncio.wait_for(self.pong_arrived.wait(), deadline - time.monotonic())
             except asyncio.TimeoutError:
                 break
-        if not self.pongs:
-            raise ProtocolError("no_worker", "no inference worker answered; start one with "
-                                "`python manage.py runworker inference-0` (docs/deploy.md)")
-        free = [p for p in self.pongs.values() if p["active"] < p["limit"]] or list(self.pongs.values())
-        least = min(load(p) for p in free)
-        return random.choice([p["worker"] for p in free if load(p) == least])
+        return bool(self.pongs)
 
     async def _watch(self) -> None:
         """Ping the session's worker; silence past the timeout means it died."""

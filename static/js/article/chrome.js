@@ -27,7 +27,7 @@ function bannerText() {
   if (offline) return offline;
   const st = state.status?.state;
   const n = state.steps.length;
-  if (st === "loading") return { kind: "info", text: "Loading the model…" };
+  if (st === "loading") return { kind: "info", text: state.status.message || "Loading the model…" }; // the server's words
   const phase = runPhase();
   if (phase === "prefilling") return { kind: "info", text: prefillText(state.status) }; // from Enter on, over an example too
   if (phase === "stopping") return { kind: "info", text: n ? `Stopping after step ${n}…` : "Stopping the prefill after the chunk it is reading…" };
