@@ -154,6 +154,7 @@ class HostConsumer(ReleasedOnExit, StrictJson, AsyncJsonWebsocketConsumer):
             return
         self.broadcast = Broadcast()
         self.run = placement.open_run(self._send_frame, self.channel_name)
+        self.run.keep_while_connected = True  # pausing to explain never ends the broadcast (VisitorRun._idle_too_long)
         await self.channel_layer.group_add(GROUP, self.channel_name)
         self.ticker = asyncio.create_task(self._tick())
         presence.census_publisher.ensure_running()

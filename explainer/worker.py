@@ -93,6 +93,7 @@ class InferenceWorker(AsyncConsumer):
         slots = self._slots()
         slot = slots.get(event["reply"]) or slots.setdefault(event["reply"], VisitorSlot(self, event["reply"]))
         slot.seen = time.monotonic()
+        slot.run.keep_while_connected = bool(event.get("keep_while_connected"))  # a host's broadcast (VisitorRun)
         try:
             slot.inbox.put_nowait(event["message"])
         except asyncio.QueueFull:

@@ -44,6 +44,7 @@ class RemoteRun:
         self.layer = get_channel_layer()
         self.worker: str | None = None
         self.instance: str | None = None  # the life of the worker that holds the session (its pongs say)
+        self.keep_while_connected = False  # a host's broadcast: told to the worker's VisitorRun with every message
         self.heard = 0.0
         self.watchdog: asyncio.Task | None = None
         self.pongs: dict[str, dict] = {}
@@ -107,7 +108,8 @@ class RemoteRun:
             if message["type"] == "ack":  # a follower's or a lost session's reading: nothing to tell a worker
                 return
             raise ProtocolError("no_run", "start a run first")
-        await self._send_to(self.worker, {"type": "visitor.frame", "reply": self.channel_name, "message": message})
+        await self._send_to(self.worker, {"type": "visitor.frame", "reply": self.channel_name, "message": message,
+                                          "keep_while_connected": self.keep_while_connected})
 
     async def end(self) -> None:
         """The socket closed: the worker frees the session."""

@@ -43,6 +43,9 @@ class VisitorRun(Opening, OnDemandAnswers):
         self.deferred: list[dict] = []  # replies waiting behind the frame in flight
         self.holds_slot = False
         self.slot_limit: int | None = None  # the workshop host's cap on generation slots, as of the start
+        # A host's broadcast: the teacher's pause is the teacher's, so it never idles out while the host's socket
+        # (which owns this run, and ends it on leaving) is connected.
+        self.keep_while_connected = False
         self.device = "cpu"
         self.sending = asyncio.Lock()  # a split message's parts go out back to back
         self.forking = False  # a fork is between its check and its forced step
@@ -130,7 +133,7 @@ class VisitorRun(Opening, OnDemandAnswers):
     def _idle_too_long(self) -> bool:
         """Paused or held, nothing asked or in flight, and no progress for EXPLAINER_IDLE_RUN_S (0: never)."""
         limit, control = settings.EXPLAINER_IDLE_RUN_S, self.control
-        return (limit > 0 and control.state in (PAUSED, HELD) and not control.step_asked
+        return (limit > 0 and not self.keep_while_connected and control.state in (PAUSED, HELD) and not control.step_asked
                 and not control.computing and control.idle_for() >= limit)
 
     async def _wait_for_change(self) -> None:

@@ -1,0 +1,30 @@
+"""The teacher's pause is the teacher's (issue 25 point 4): a host's paused broadcast never ends by the idle
+timeout while the host is connected; a visitor's own paused run, paused beside it, still does."""
+from tests.explainer.test_workshop import (  # noqa: F401 (fixtures)
+    DB, MESSAGES, close, follow, logged_in_host, no_leftovers, until, visitor, workshop_on)
+
+PAUSED = {"type": "broadcast", "messages": MESSAGES, "paused": True, "params": {"seed": 3, "max_new_tokens": 4}}
+
+
+def ended(m) -> bool:
+    return m["type"] == "status" and m["state"] == "finished"
+
+
+@DB
+async def test_a_paused_broadcast_outlives_the_idle_timeout_that_ends_a_visitors_own_run(settings):
+    settings.EXPLAINER_IDLE_RUN_S = 0.5
+    follower, own = await visitor(), await visitor()
+    await follow(follower)
+    host = await logged_in_host()
+    await host.send_json_to(PAUSED)
+    await until(follower, lambda m: m["type"] == "status" and m["state"] == "paused")
+    await own.send_json_to({"type": "start", "text": "Once upon a time", "paused": True, "params": {"max_new_tokens": 4}})
+    closing = (await until(own, ended))[-1]  # the clock the broadcast is exempt from has run out, and more
+    assert closing["reason"] == "idle_timeout"
+    await host.send_json_to({"type": "step"})  # the teacher has finished explaining
+    seen = await until(follower, lambda m: m["type"] in ("step", "status") and (m["type"] == "step" or ended(m)))
+    assert seen[-1]["type"] == "step" and not any(ended(m) for m in seen), seen[-1]
+    await host.send_json_to({"type": "resume"})
+    closing = (await until(follower, ended))[-1]
+    assert closing.get("reason") != "idle_timeout", closing
+    await close(follower, own, host)
