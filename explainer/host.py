@@ -41,6 +41,7 @@ STATS_EVERY_S = 1.0
 RUN_VERBS = ("pause", "resume", "step", "stop", "ack")
 COMMANDS = ("broadcast", "pin", "limits", "reset") + RUN_VERBS
 LOGIN = Lockout("host")  # wrong passwords per address (explainer/services/admission/lockout.py)
+RUN_FAILURES = {"model_error", "out_of_memory", "worker_lost"}  # the run broke; every other error refuses a verb
 
 
 # ---- the page ---------------------------------------------------------------------------------------
@@ -130,10 +131,12 @@ class Broadcast:
             self.kept.append((seq, frame))
         if frame["type"] == "step":
             self.summary["step"] = frame["step"]
+        elif frame["type"] == "done":
+            self.summary["stop_reason"] = frame["stop_reason"]  # "finished (eos)" on the host page
         elif frame["type"] == "status":
             self.summary["state"] = frame["state"]
-        elif frame["type"] == "error":
-            self.summary["state"] = "failed"
+            if frame.get("reason"):
+                self.summary["stop_reason"] = frame["reason"]  # idle_timeout, worker_lost…
         return seq
 
     @property
@@ -220,12 +223,18 @@ class HostConsumer(ReleasedOnExit, StrictJson, AsyncJsonWebsocketConsumer):
                 self.broadcast.summary["state"] = "busy"
                 await self._publish(replaces=self.broadcast.id)
             return
-        frame = json_object(encode_frame(frame))  # a non-finite number: the room gets the named error instead
+        frame = json_object(encode_frame(frame))
+        if frame["type"] == "error":  # a refusal of the host's verb, or the run's failure: the host's to read
+            await self.send_json(frame)  # (the room reads the run's state from the status that follows a failure)
+            if frame.get("code") in RUN_FAILURES and self.broadcast.summary.get("state") != "finished":
+                self.broadcast.summary["state"] = "failed"
+                await self._publish(replaces=self.broadcast.id)
+            return
         seq = self.broadcast.keep(frame)
         await self.channel_layer.group_send(GROUP, {"type": "workshop.frame", "broadcast": self.broadcast.id,
                                                     "seq": seq, "frame": frame, "bytes": len(json.dumps(frame))})
         await self.send_json(frame)
-        if frame["type"] in ("status", "error"):
+        if frame["type"] == "status":
             await self._publish(replaces=self.broadcast.id)
 
     async def _publish(self, replaces: str | None = None) -> None:

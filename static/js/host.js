@@ -127,7 +127,8 @@ function renderBroadcast() {
   const b = broadcast;
   const node = $("#broadcast-state");
   if (!b.id) { node.textContent = "No broadcast yet."; return; }
-  node.textContent = `Broadcast ${b.id}: ${b.state}, step ${b.step ?? 0}.`;
+  const why = b.state === "finished" && b.stop_reason ? ` (${b.stop_reason.replaceAll("_", " ")})` : "";
+  node.textContent = `Broadcast ${b.id}: ${b.state}${why}, step ${b.step ?? 0}.`;
   node.dataset.state = b.state;
 }
 
@@ -157,7 +158,7 @@ function onMessage(msg) {
     case "session": reply = ""; showReply(); break;
     case "step": reply += msg.text_delta; showReply(); broadcast.step = msg.step; renderBroadcast(); break;
     case "status": if (broadcast.id) { broadcast.state = msg.state; renderBroadcast(); } break;
-    case "done": reply = msg.text; showReply(); break;
+    case "done": reply = msg.text; showReply(); broadcast.stop_reason = msg.stop_reason; renderBroadcast(); break;
     case "busy": setConnection(`Server busy: ${msg.reason}`, "busy"); break;
     case "error": setConnection(`Error ${msg.code}: ${msg.message}${msg.field ? ` (${msg.field})` : ""}`, "error"); break;
     default: break;

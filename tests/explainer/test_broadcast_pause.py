@@ -1,7 +1,8 @@
 """The teacher's pause is the teacher's (issue 25 point 4): a host's paused broadcast never ends by the idle
-timeout while the host is connected; a visitor's own paused run, paused beside it, still does."""
+timeout while the host is connected (a visitor's own paused run beside it still does); the host's refusals reach
+the host only, and a run that ended by itself is "finished (eos / max tokens)", never "failed"."""
 from tests.explainer.test_workshop import (  # noqa: F401 (fixtures)
-    DB, MESSAGES, close, follow, logged_in_host, no_leftovers, until, visitor, workshop_on)
+    DB, MESSAGES, close, drain, follow, logged_in_host, no_leftovers, of_type, until, visitor, workshop_on)
 
 PAUSED = {"type": "broadcast", "messages": MESSAGES, "paused": True, "params": {"seed": 3, "max_new_tokens": 4}}
 
@@ -28,3 +29,19 @@ async def test_a_paused_broadcast_outlives_the_idle_timeout_that_ends_a_visitors
     closing = (await until(follower, ended))[-1]
     assert closing.get("reason") != "idle_timeout", closing
     await close(follower, own, host)
+
+
+@DB
+async def test_the_hosts_refusals_reach_the_host_only_and_a_finish_stays_finished():
+    follower = await visitor()
+    await follow(follower)
+    host = await logged_in_host()
+    await host.send_json_to({**PAUSED, "paused": False})
+    await until(follower, ended)
+    done = next(m for m in await until(host, ended) if m["type"] == "done")
+    await host.send_json_to({"type": "step"})  # Step on a finished broadcast: refused, to the host
+    assert (await until(host, of_type("error")))[-1]["code"] == "finished"
+    stats = (await until(host, lambda m: m["type"] == "host_stats" and m["broadcast"].get("stop_reason")))[-1]
+    assert stats["broadcast"]["state"] == "finished" and stats["broadcast"]["stop_reason"] == done["stop_reason"]
+    assert not [m for m in await drain(follower) if m["type"] == "error"]  # the room never reads the host's refusal
+    await close(follower, host)
