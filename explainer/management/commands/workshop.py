@@ -19,6 +19,7 @@ from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError
 
 from explainer import lan
+from explainer.services.workshop import policy
 from explainer.services.workshop.console import Console, follow
 
 PROCFILE = Path(settings.BASE_DIR) / "docs" / "deploy" / "Procfile"
@@ -75,9 +76,10 @@ class Command(BaseCommand):
         if concurrency["redis"] and shutil.which("redis-server") is None:
             raise CommandError("redis-server is not installed (apt-get install redis-server), or give REDIS_URL")
         call_command("migrate", "--noinput", verbosity=0)
+        cleared = self.fresh_class()
         log_path = Path(env.get("EXPLAINER_WORKSHOP_LOG") or Path(settings.BASE_DIR) / "workshop.log").resolve()
         banner = self.banner(env, port, workers, daphnes, concurrency["redis"])
-        self.stdout.write(banner + f"Starting: the workers are loading the model (Redis, Daphne and workers log to {log_path}).\n")
+        self.stdout.write(banner + cleared + f"Starting: the workers are loading the model (Redis, Daphne and workers log to {log_path}).\n")
         self.stdout.flush()
         started = time.monotonic()
         noun = "worker" if workers == 1 else "workers"
@@ -88,6 +90,16 @@ class Command(BaseCommand):
         code = follow(command, env, Path(settings.BASE_DIR), log_path, Console(self.stdout, workers, daphnes, ready))
         if code:
             raise SystemExit(code)
+
+    def fresh_class(self) -> str:
+        """Clear what the last class left in the database; a line saying what was cleared, if anything."""
+        left = policy.fresh_class()
+        kept = [name for name, value in (("broadcast", left["broadcast"]), ("pins", left["pins"]),
+                                         ("limits", left["limits"] != policy.NO_LIMITS)) if value]
+        if not kept:
+            return ""
+        listed = kept[0] if len(kept) == 1 else ", ".join(kept[:-1]) + " and " + kept[-1]
+        return f"A fresh class: the last class's {listed} {'is' if kept == ['broadcast'] else 'are'} cleared.\n"
 
     def banner(self, env: dict, port: int, workers: int, daphnes: int, own_redis: bool) -> str:
         """What the teacher needs: the students' URL (with a QR code), the host page, password and link."""

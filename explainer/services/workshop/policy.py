@@ -91,6 +91,14 @@ def reset() -> dict:
     return _update(pins={}, broadcast={}, **NO_LIMITS)
 
 
+def fresh_class() -> dict:
+    """`make workshop` starting a new class: what the last class left (its broadcast, pins, limits), cleared.
+    Its followers' sockets died with its processes; pages that reconnect are told there is no broadcast."""
+    left = as_snapshot(WorkshopState.load())
+    _update(pins={}, broadcast={}, **NO_LIMITS)
+    return left
+
+
 @database_sync_to_async
 def save_broadcast(summary: dict, replaces: str | None = None) -> dict | None:
     """Store the host's broadcast; with `replaces`, only while that broadcast is still the stored one."""
