@@ -291,6 +291,26 @@ async def test_own_runs_off_refuses_a_visitors_start_but_not_following():
 
 
 @DB
+async def test_own_runs_off_covers_live_embeds_served_by_this_site():
+    """`/embed/tokens/?prompt=…&autostart=1` opens /ws/embed/: its start obeys the host like an article's."""
+    embed = WebsocketCommunicator(application, "/ws/embed/", headers=[ORIGIN])
+    assert (await embed.connect())[0]
+    OPEN.append(embed)
+    await until(embed, lambda m: m.get("state") == "ready")
+    host = await logged_in_host()
+    await host.send_json_to({"type": "limits", "own_runs_allowed": False})
+    await until(host, lambda m: m["type"] == "host_stats" and m["limits"]["own_runs_allowed"] is False)
+    await embed.send_json_to({"type": "start", "messages": MESSAGES})
+    assert (await until(embed, of_type("error")))[-1]["code"] == "workshop_pinned"
+    assert generating.active == 0
+    await host.send_json_to({"type": "limits", "own_runs_allowed": True})
+    await until(host, lambda m: m["type"] == "host_stats" and m["limits"]["own_runs_allowed"] is True)
+    await embed.send_json_to({"type": "start", "messages": MESSAGES, "params": {"max_new_tokens": 2}})
+    assert (await until(embed, of_type("done")))[-1]["type"] == "done"
+    await close(embed, host)
+
+
+@DB
 async def test_session_limit_tells_the_next_visitor_busy(settings):
     settings.EXPLAINER_OUTBOUND_WINDOW = 4  # the first run's reader acks nothing more: it stays running (held)
     first, second = await visitor(), await visitor()

@@ -24,6 +24,12 @@ RESYNC_EVERY = 32  # frames waiting behind a gap: ask the host again (its answer
 SYNC_AGAIN_S = 2.0  # at most one catch-up request in flight per follower
 FOLLOW_RATE_PER_S, FOLLOW_BURST = 0.5, 4  # follow toggles: a few clicks, never a replay flood
 
+def refuse_own_runs_if_off(snapshot: dict) -> None:
+    if not snapshot["limits"]["own_runs_allowed"]:
+        raise ProtocolError("workshop_pinned", "the workshop host has turned off visitors' own runs: "
+                            "follow the host's run")
+
+
 class NoFollower:
     """For sockets that never follow a host (embeds)."""
 
@@ -36,7 +42,10 @@ class NoFollower:
 
     async def leave(self): pass
 
-    async def go_own_way(self): pass
+    async def go_own_way(self):
+        """An embed's own start obeys the host's "own runs off" as an article's does."""
+        if policy.enabled():
+            refuse_own_runs_if_off(await policy.snapshot())
 
     async def handle(self, message):
         raise ProtocolError("invalid_state", "this socket cannot follow a workshop host", "type")
@@ -113,9 +122,7 @@ class Follower(NoFollower):
         if not self.joined:
             return
         self.snapshot = await policy.snapshot()
-        if not self.snapshot["limits"]["own_runs_allowed"]:
-            raise ProtocolError("workshop_pinned", "the workshop host has turned off visitors' own runs: "
-                                "follow the host's run")
+        refuse_own_runs_if_off(self.snapshot)
         if self.following:
             self.following = False
             self._reset(None)
