@@ -7,6 +7,8 @@ let socket = null;
 let attempt = 0;
 let reply = "";
 let formsFilled = false;
+let wasSilent = new Set(); // workers not answering at the last stats, to say when one comes back
+let cameBack = "";
 let broadcast = {}; // the broadcast's summary: from the stats, kept current by its own frames in between
 let received = 0;   // messages read on this socket: acked so the broadcast never runs far ahead of the host
 const ACK_EVERY = 8;
@@ -82,12 +84,17 @@ function renderStats(s) {
     stat("workers", s.workers.map((w) => `${w.worker} on ${w.device.name}: ${w.sessions} sessions, `
       + `${w.generations.active} of ${w.generations.limit} generating, queue `
       + `${Object.values(w.queue).reduce((a, b) => a + b, 0)}, ${bytes(w.device.memory.used_bytes)} used`).join("; ")
-      || "none answering: start `manage.py runworker inference-0`");
+      || "none answering yet: loading the model, or restarting");
     const warning = $("#workers-warning");
     const silent = s.workers_silent || [];
-    warning.hidden = !silent.length;
-    warning.textContent = silent.length ? `Not answering: ${silent.join(", ")}. Its visitors get worker_lost `
-      + "and can start again on the other workers; restart it (`manage.py runworker " + silent[0] + "`)." : "";
+    const back = [...wasSilent].filter((w) => !silent.includes(w) && s.workers.some((x) => x.worker === w));
+    wasSilent = new Set(silent);
+    if (back.length) cameBack = `${back.join(", ")} came back by itself: students press Play again.`;
+    if (silent.length) cameBack = "";
+    warning.hidden = !silent.length && !cameBack;
+    warning.textContent = silent.length ? `Not answering: ${silent.join(", ")}. Under make workshop it restarts by `
+      + "itself within seconds, and its students are told to press Play again (elsewhere, start it with `manage.py "
+      + `runworker ${silent[0]}\`).` : cameBack;
   }
   const mem = s.device.memory;
   const what = mem.kind === "cuda" ? "allocated on the GPU" : "resident in this process";

@@ -10,7 +10,7 @@ from explainer.asgi import application
 from explainer.services.workshop import room_stats
 from explainer.services.device import model_registry
 from explainer.services.admission.capacity import generating
-from explainer.services.run.remote import NO_WORKER, RESTARTING, STARTING, RemoteRun, WorkersSeen
+from explainer.services.run.remote import NO_WORKER, RESTARTING, STARTING, WORKER_LOST, RemoteRun, WorkersSeen
 from tests.support import connect, stories_spec, until
 
 START = {"type": "start", "text": "Once upon a time", "params": {"temperature": 0.8, "seed": 1, "max_new_tokens": 5}}
@@ -107,7 +107,7 @@ async def test_a_worker_that_goes_silent_is_reported_lost():
     await until(comm, {"prefill"})
     worker.cancel()  # the worker stops answering pings, as a killed process would
     error = (await until(comm, {"error"}, timeout=30))[-1]
-    assert error["code"] == "worker_lost"
+    assert error["code"] == "worker_lost" and error["message"] == WORKER_LOST  # a student's sentence, no channel name
     assert (await comm.receive_json_from(timeout=5))["state"] == "finished"
     await comm.disconnect()
 

@@ -23,6 +23,7 @@ PING_EVERY_S = 1.0
 # What a visitor reads while no worker answers (operator detail goes to the log and the host page).
 STARTING = "The class server is starting (model loading, about 30 s). Your run starts as soon as it is ready."
 RESTARTING = "The class server is restarting part of itself. Your run starts as soon as it is back."
+WORKER_LOST = "The class server restarted part of itself, the part running your run. Press Play again."
 NO_WORKER = "No model is running on the server right now. Press Play again in a minute, or tell the host."
 
 
@@ -224,6 +225,5 @@ class RemoteRun:
         if watchdog is not None and watchdog is not asyncio.current_task():
             watchdog.cancel()
         log.warning("worker %s stopped or restarted", lost)
-        await self.send(error_payload("worker_lost", f"the inference worker running this session ({lost}) "
-                                      "stopped; start again to continue on another worker"))
+        await self.send(error_payload("worker_lost", WORKER_LOST))  # the operator's detail is the log line above
         await self.send(status_payload("finished", "worker_lost"))
