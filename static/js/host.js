@@ -130,9 +130,23 @@ function renderOverrides(pins, limits) {
   node.textContent = notes.length ? `Pinned, so the broadcast will run with: ${notes.join(", ")}.` : "";
 }
 
+// The run verbs each broadcast state accepts (docs/protocol.md, "Run states"); the others are disabled.
+const VALID_VERBS = {
+  starting: ["pause", "stop"], loading: ["pause", "stop"], prefilling: ["pause", "stop"],
+  running: ["pause", "stop"], held: ["pause", "stop"], paused: ["step", "resume", "stop"],
+};
+
+function renderControls(state) {
+  const valid = VALID_VERBS[state] || [];
+  for (const button of document.querySelectorAll("#broadcast-form [data-verb]")) {
+    button.disabled = !valid.includes(button.dataset.verb);
+  }
+}
+
 function renderBroadcast() {
   const b = broadcast;
   const node = $("#broadcast-state");
+  renderControls(b.id ? b.state : null);
   if (!b.id) { node.textContent = "No broadcast yet."; return; }
   const why = b.state === "finished" && b.stop_reason ? ` (${b.stop_reason.replaceAll("_", " ")})` : "";
   node.textContent = `Broadcast ${b.id}: ${b.state}${why}, step ${b.step ?? 0}.`;

@@ -7,6 +7,9 @@ from tests.browser.conftest import HOST_PASSWORD
 from tests.browser.test_replay import shows
 
 
+VERBS = ("pause", "step", "resume", "stop")
+
+
 def open_context(browser):
     """A separate browser (own cookies, own socket), as a second person in the room."""
     context = browser.new_context(viewport={"width": 1280, "height": 900})
@@ -49,6 +52,8 @@ def test_a_broadcast_reaches_two_browser_contexts_in_sync(browser, site_url):
             frames.append(socket_frames(page))
             page.goto(site_url + "/")
         expect(host.locator('[data-stat="connected"]')).to_have_text("2")
+        for verb in VERBS:  # no broadcast yet: nothing to pause, step, resume or stop
+            expect(host.locator(f'[data-verb="{verb}"]')).to_be_disabled()
 
         # The host pins the temperature: both pages show it, not editable.
         host.locator('#pins-form [data-pin="temperature"]').check()
@@ -78,9 +83,14 @@ def test_a_broadcast_reaches_two_browser_contexts_in_sync(browser, site_url):
         assert len(at_two[0]) == 2 and at_two[0] == at_two[1]
         for page in visitors:
             expect(page.locator("#btn-step")).to_be_disabled()  # paused, but the host drives the run
+        expect(host.locator('[data-verb="pause"]')).to_be_disabled()  # paused: only step, resume and stop
+        for verb in ("step", "resume", "stop"):
+            expect(host.locator(f'[data-verb="{verb}"]')).to_be_enabled()
 
         host.locator('[data-verb="resume"]').click()
-        expect(host.locator("#broadcast-state")).to_contain_text("finished")
+        expect(host.locator("#broadcast-state")).to_contain_text("finished (max new tokens)")  # ended by itself
+        for verb in VERBS:
+            expect(host.locator(f'[data-verb="{verb}"]')).to_be_disabled()
         for page in visitors:
             shows(page, "he-stop", "data-stop-reason", "max_new_tokens")
         steps = [[f for f in seen if f["type"] == "step"] for seen in frames]
