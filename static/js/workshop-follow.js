@@ -5,6 +5,15 @@
 import { fillPromptForm, readMessages, readParams } from "./prompt-form.js";
 import { plural } from "./lib/plural.js";
 
+/** The parameters the host's run uses: the host's own, with the pins over them and the token cap applied
+ * (the server applies both at the start: the read-only form must not say 200 tokens when the cap is 8). */
+function effectiveParams(asked, msg) {
+  const params = { ...asked, ...(msg.pins || {}) };
+  const cap = msg.limits?.max_new_tokens;
+  if (cap != null) params.max_new_tokens = Math.min(asked.max_new_tokens ?? cap, cap);
+  return params;
+}
+
 export class WorkshopFollow {
   following = false;
   ownRunsAllowed = true;
@@ -42,7 +51,7 @@ export class WorkshopFollow {
     this.following = msg.following;
     this.ownRunsAllowed = msg.limits?.own_runs_allowed !== false;
     const b = msg.broadcast || {};
-    this.request = b.messages ? { messages: b.messages, params: b.params || {} } : null;
+    this.request = b.messages ? { messages: b.messages, params: effectiveParams(b.params || {}, msg) } : null;
     this.#render();
   }
 

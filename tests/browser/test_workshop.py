@@ -153,6 +153,10 @@ def test_students_follow_from_the_top_see_the_hosts_prompt_and_the_host_resets(b
         expect(student.locator('#params input[name="top_k"]')).to_be_disabled()  # the whole box, read-only
         expect(student.locator("#messages textarea").first).to_be_disabled()
         expect(student.locator('#params input[name="temperature"]')).to_have_value("0")
+        # A token cap below the broadcast's own: the read-only form shows what the run will use.
+        host.locator('#limits-form input[name="max_new_tokens"]').fill("3")
+        host.locator("#btn-limits").click()
+        expect(student.locator('#params input[name="max_new_tokens"]')).to_have_value("3")
 
         # Own runs off: "Go on my own" and Play are refused before anything is sent.
         host.locator('#limits-form input[name="own_runs_allowed"]').uncheck()
