@@ -167,6 +167,13 @@ function sizeIframes() {
     if (!frame || new URL(frame.src, location.href).origin !== event.origin) return;
     if (Number.isFinite(height) && height > 0 && height < 100_000) frame.style.height = `${Math.ceil(height)}px`;
   });
+  // An embed page that drew before this listener existed posted its height to nobody, and posts again only when
+  // it changes: ask each iframe for it (one whose page is not listening yet will post once it starts).
+  for (const frame of document.querySelectorAll("iframe[data-he-embed]")) {
+    const ask = () => frame.contentWindow?.postMessage({ type: "he-embed-size-request" }, new URL(frame.src, location.href).origin);
+    ask();
+    frame.addEventListener("load", ask);
+  }
 }
 
 function postHeight() {
@@ -179,6 +186,9 @@ function postHeight() {
     window.parent.postMessage({ type: "he-embed-size", height, section: document.body.dataset.heEmbedPage }, "*");
   };
   new ResizeObserver(post).observe(document.body);
+  window.addEventListener("message", (event) => {  // the host page's script has just started (sizeIframes)
+    if (event.source === window.parent && event.data?.type === "he-embed-size-request") { last = 0; post(); }
+  });
   // An offscreen cross-origin iframe gets no rendering updates, so no ResizeObserver calls either: changes to
   // the page post too, from a timer, and the iframe is sized before anyone scrolls to it.
   let timer = 0;

@@ -46,3 +46,14 @@ def test_offscreen_live_embeds_run_and_size_themselves(page, site_url, blog):
     page.wait_for_function("() => parseFloat(document.querySelector('iframe').style.height) > 200", timeout=90_000)
     assert page.evaluate("window.scrollY") == 0
     assert sizes and max(sizes) > 200
+
+
+def test_an_iframe_that_drew_before_the_script_ran_is_sized_when_it_does(page, site_url, blog):
+    """The embed page posts its height when it changes; one that finished drawing before the host page's
+    embed.js listened would keep its default height: the script asks each iframe for its height as it starts."""
+    body = f'<iframe data-he-embed src="{site_url}/embed/tokens/?example=biopsy" style="width: 100%; border: 0"></iframe>'
+    page.goto(blog("late.html", page_html(body, script="data:text/javascript,")))  # no embed.js yet
+    page.frame_locator("iframe").locator("he-tokens[data-rendered]").wait_for(state="attached", timeout=60_000)
+    assert not page.evaluate("document.querySelector('iframe').style.height")
+    page.add_script_tag(url=f"{site_url}/static/js/embed.js", type="module")
+    page.wait_for_function("() => parseFloat(document.querySelector('iframe').style.height) > 200", timeout=30_000)
