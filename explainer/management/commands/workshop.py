@@ -13,6 +13,7 @@ import socket
 import sys
 import time
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from django.conf import settings
 from django.core.management import call_command
@@ -38,7 +39,7 @@ def workshop_env(port: int, workers: int, daphnes: int, environ: dict) -> tuple[
     env["EXPLAINER_CLASS_URLS"] = ",".join(urls)  # the host page shows them, with a QR code
     # The LAN addresses are allowed hosts for this run only: students type them, and Django refuses others.
     hosts = [h for h in env.get("DJANGO_ALLOWED_HOSTS", "").split(",") if h.strip()]
-    env["DJANGO_ALLOWED_HOSTS"] = ",".join(dict.fromkeys(hosts + [lan.short_form(u).rsplit(":", 1)[0] for u in urls]))
+    env["DJANGO_ALLOWED_HOSTS"] = ",".join(dict.fromkeys(hosts + [urlsplit(u).hostname for u in urls]))
     own_redis = not env.get("REDIS_URL")
     if own_redis:
         env["EXPLAINER_REDIS_PORT"] = str(free_port())

@@ -130,15 +130,19 @@ class VisitorRun(Opening, OnDemandAnswers):
         finally:
             paused.leave(self)
 
+    def _idle_limit(self) -> float:
+        """EXPLAINER_IDLE_RUN_S, or 0 (never) for a host's broadcast."""
+        return 0.0 if self.keep_while_connected else settings.EXPLAINER_IDLE_RUN_S
+
     def _idle_too_long(self) -> bool:
-        """Paused or held, nothing asked or in flight, and no progress for EXPLAINER_IDLE_RUN_S (0: never)."""
-        limit, control = settings.EXPLAINER_IDLE_RUN_S, self.control
-        return (limit > 0 and not self.keep_while_connected and control.state in (PAUSED, HELD) and not control.step_asked
+        """Paused or held, nothing asked or in flight, and no progress for the idle limit (0: never)."""
+        limit, control = self._idle_limit(), self.control
+        return (limit > 0 and control.state in (PAUSED, HELD) and not control.step_asked
                 and not control.computing and control.idle_for() >= limit)
 
     async def _wait_for_change(self) -> None:
         """Until a verb changes the state, or until the idle timeout is due (then the caller looks again)."""
-        control, limit = self.control, settings.EXPLAINER_IDLE_RUN_S
+        control, limit = self.control, self._idle_limit()  # a broadcast waits without a timer (no 10 ms spin)
         # A fork in flight is progress (it is never idled out): look again every half second until it is out.
         least = 0.5 if control.computing else 0.01
         try:  # asyncio.timeout, not wait_for: on 3.11 wait_for can swallow end()'s cancel when the event is set too
