@@ -157,7 +157,9 @@ EXPLAINER_MODEL = os.environ.get("EXPLAINER_MODEL", DEFAULT_MODEL)
 EXPLAINER_DEVICE = os.environ.get("EXPLAINER_DEVICE", "auto")
 
 # Limits for visitors (per process).
-EXPLAINER_MAX_SESSIONS = int(os.environ.get("EXPLAINER_MAX_SESSIONS", "8"))  # generating at once; more get `busy`
+EXPLAINER_MAX_SESSIONS = int(os.environ.get("EXPLAINER_MAX_SESSIONS", "8"))  # generating at once; more wait in line
+# Starts that may wait in line for a generation slot (first come first served); past that a start hears `busy`.
+EXPLAINER_START_QUEUE = int(os.environ.get("EXPLAINER_START_QUEUE", "64"))
 EXPLAINER_MAX_PROMPT_TOKENS = int(os.environ.get("EXPLAINER_MAX_PROMPT_TOKENS", "384"))
 # Bytes of prompt prefixes (keys, values and captured rows) kept for later prefills on the same model
 # (inference/prefix_cache.py); unset: sized for the device (prefix_cache.default_budget); 0: off.

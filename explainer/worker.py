@@ -22,6 +22,7 @@ from django.conf import settings
 from explainer.protocol import ProtocolError
 from explainer.services.workshop import room_stats
 from explainer.services.admission.capacity import generating
+from explainer.services.admission.start_queue import local_queue, run_lengths
 from explainer.services.run.visitor_run import VisitorRun, refusal
 
 log = logging.getLogger(__name__)
@@ -111,7 +112,7 @@ class InferenceWorker(AsyncConsumer):
         if slot:
             slot.seen = time.monotonic()
         pong = {"worker": self.name, "instance": self.instance, "active": generating.active, "limit": generating.limit,
-                "sessions": len(self._slots())}
+                "sessions": len(self._slots()), "queued": len(local_queue), "mean_run_s": run_lengths.mean_s}
         if event.get("stats"):  # the workshop host's page: this worker's model, device, memory and queue
             pong["stats"] = room_stats.server_stats()
         await self.reply(event["reply"], {"type": "worker.frame", "frame": None, "pong": pong})

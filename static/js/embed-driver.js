@@ -178,13 +178,14 @@ export class LiveFeed extends Feed {
     this.publish();
   }
 
-  /** Where the run is: idle / connecting / prefilling / running / paused / finished / error / busy. */
+  /** Where the run is: idle / connecting / queued / prefilling / running / paused / finished / error / busy. */
   get phase() {
     const status = this.state.status?.state;
     if (this.notice) return this.notice.type === "busy" ? "busy" : "error";
     if (this.client && this.connection !== "open") return "connecting";
     if (status === "finished" || (this.state.done && status !== "running")) return "finished";
-    if (status === "running" || status === "paused" || status === "loading" || status === "prefilling") return status;
+    if (["running", "paused", "loading", "queued", "prefilling"].includes(status)) return status;
+    if (status === "idle") return "idle"; // it left the line before its turn
     return this.state.prefill ? "running" : "idle";
   }
 
@@ -195,6 +196,7 @@ export class LiveFeed extends Feed {
       error: () => `Error ${this.notice.code}: ${this.notice.message}`,
       connecting: () => "Connecting to the server…",
       loading: () => "Loading the model…",
+      queued: () => this.state.status.message,
       prefilling: () => prefillText(this.state.status),
       running: () => (n ? `Generating… step ${n}` : "Reading the prompt…"),
       paused: () => `Paused after step ${n}.`,

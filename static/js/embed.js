@@ -69,7 +69,7 @@ function addPromptBox(element, feed) {
   stop.addEventListener("click", () => feed.stop());
   const update = () => {
     const phase = feed.phase;
-    stop.disabled = phase !== "prefilling" && phase !== "running" && phase !== "paused";
+    stop.disabled = !["queued", "prefilling", "running", "paused"].includes(phase);
     play.textContent = stop.disabled ? "Play" : "Restart";
   };
   feed.addEventListener("change", update);

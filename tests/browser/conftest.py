@@ -33,11 +33,20 @@ def smollm2_url(tmp_path_factory):
     yield from serve(tmp_path_factory, "smollm2-135m-instruct", "smollm2")
 
 
-def serve(tmp_path_factory, model: str, name: str = "site"):
+@pytest.fixture(scope="session")
+def one_slot_url(tmp_path_factory):
+    """Daphne on the bundled model with one generation slot, where a run whose reader never acks holds it after
+    8 messages (EXPLAINER_UNACKED_MAX): a full house on demand (tests/browser/test_start_line.py). No per-address
+    cap: the page and the script that holds the slot are both on loopback."""
+    yield from serve(tmp_path_factory, "bundled", "one-slot", {"EXPLAINER_MAX_SESSIONS": "1", "EXPLAINER_UNACKED_MAX": "8",
+                                                                 "EXPLAINER_MAX_RUNS_PER_ADDRESS": "0"})
+
+
+def serve(tmp_path_factory, model: str, name: str = "site", extra_env: dict | None = None):
     """Run Daphne with the Makefile's flags on ``model`` until the session ends."""
     port = free_port()
     env = {**os.environ, "EXPLAINER_MODEL": model, "HF_HUB_OFFLINE": "1",
-           "DJANGO_ALLOWED_HOSTS": "127.0.0.1,localhost", "EXPLAINER_HOST_PASSWORD": HOST_PASSWORD}
+           "DJANGO_ALLOWED_HOSTS": "127.0.0.1,localhost", "EXPLAINER_HOST_PASSWORD": HOST_PASSWORD, **(extra_env or {})}
     env["DATABASE_URL"] = f"sqlite:///{tmp_path_factory.mktemp('db') / f'{name}.sqlite3'}"
     subprocess.run([sys.executable, "manage.py", "migrate", "--noinput"], cwd=ROOT, env=env, check=True, capture_output=True)
     worker = os.environ.get("PYTEST_XDIST_WORKER")  # each xdist worker running browser tests has its own servers

@@ -3,6 +3,7 @@ import gc
 
 import pytest
 
+from explainer.services.admission.start_queue import local_queue
 from explainer.services.device import measurements
 from explainer.services.device import model_registry
 from explainer.services.run.visitor_run import live_sessions
@@ -44,3 +45,4 @@ def no_session_outlives_its_test():
     yield
     gc.collect()
     assert live_sessions() == 0, f"{live_sessions()} generation session(s) still open after the test"
+    assert not len(local_queue), f"{len(local_queue)} start(s) still waiting in line for a slot after the test"

@@ -135,8 +135,9 @@ async def test_disconnect_mid_run_frees_the_session():
     assert generating.active == 0
 
 
-async def test_busy_past_capacity(settings):
+async def test_busy_past_capacity_when_the_line_takes_no_one(settings):
     settings.EXPLAINER_OUTBOUND_WINDOW = 4  # a reader that acks nothing more holds its running run (and slot)
+    settings.EXPLAINER_START_QUEUE = 0  # no line (tests/explainer/test_start_queue.py has the line)
     first, second, third = await connect(), await connect(), await connect()
     long = {**START, "params": {"max_new_tokens": 100}}
     for comm in (first, second):

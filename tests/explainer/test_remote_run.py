@@ -234,3 +234,32 @@ async def test_a_count_before_any_run_is_answered_by_a_worker_and_holds_none():
             worker.cancel()
     finally:
         await comm.disconnect()
+
+
+async def test_a_full_worker_puts_starts_in_the_daphne_line_first_come_first_served(settings):
+    """REDIS_URL mode: with the worker's one slot held, starts wait in this process's line (remote_line.py), are
+    told their places, a stop leaves the line, and the head's run goes to the worker once the slot is back."""
+    from explainer.services.run.remote_line import remote_queue, unanswered
+
+    settings.EXPLAINER_MAX_SESSIONS, settings.EXPLAINER_OUTBOUND_WINDOW = 1, 4
+    worker = start_worker()
+    holder, second, third = await connect(), await connect(), await connect()
+    await holder.send_json_to({**START, "params": {"max_new_tokens": 100}})
+    await until(holder, {"session"})
+    await holder.send_json_to({"type": "ack", "received": 1})  # then reads nothing: its run holds the slot
+    await until(holder, lambda m: m["type"] == "status" and m.get("run_state") == "held")
+    await second.send_json_to(START)
+    place = (await until(second, lambda m: m["type"] == "status" and m["state"] != "loading"))[-1]
+    assert (place["state"], place["position"]) == ("queued", 1) and "1st in line" in place["message"]
+    await third.send_json_to(START)
+    assert (await until(third, lambda m: m["type"] == "status" and m["state"] == "queued"))[-1]["position"] == 2
+    await third.send_json_to({"type": "stop"})
+    assert (await until(third, lambda m: m["type"] == "status" and m["state"] == "idle"))[-1]["reason"] == "left_queue"
+    await holder.send_json_to({"type": "stop"})
+    await holder.send_json_to({"type": "ack", "received": 10_000})
+    seen = await until(second, {"done"})  # no second press
+    assert [m["type"] for m in seen if m["type"] != "status"][:2] == ["session", "prefill"]
+    assert not len(remote_queue) and not unanswered
+    for comm in (holder, second, third):
+        await comm.disconnect()
+    worker.cancel()

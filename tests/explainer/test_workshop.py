@@ -313,6 +313,7 @@ async def test_own_runs_off_covers_live_embeds_served_by_this_site():
 @DB
 async def test_session_limit_tells_the_next_visitor_busy(settings):
     settings.EXPLAINER_OUTBOUND_WINDOW = 4  # the first run's reader acks nothing more: it stays running (held)
+    settings.EXPLAINER_START_QUEUE = 0  # no line: the second start hears `busy` (tests/explainer/test_start_queue.py)
     first, second = await visitor(), await visitor()
     host = await logged_in_host()
     await host.send_json_to({"type": "limits", "max_sessions": 1})

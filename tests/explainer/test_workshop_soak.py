@@ -31,6 +31,7 @@ def test_a_class_survives_an_idle_minute_a_killed_worker_and_30_students():
     assert report["up_after_idle"] and report["stopped_on_ctrl_c"], result.stderr[-4000:]
     assert report["errors"] == [], report["errors"]  # worker_lost of the killed worker's visitors is counted apart
     assert report["followers_matching_host"] == report["followers"] == followers, report["follower_frames"]
+    assert report["busy"] == 0, report  # a full house waits in the start line, it is not turned away
     assert report["host_steps"] > 2 and report["own_done"] == own  # every own run ended, some after a restart
     assert report["worker_lost"] <= own and report["restarted"]
     assert report["browser"]["page_errors"] == [] and not report["browser"]["error_on_screen"], report["browser"]

@@ -4,7 +4,7 @@ The state lives here and nowhere else. Verbs only change it and never wait for m
 socket's consumer stays free to read the next frame (a `stop`, an `ack`) while a step computes; the run's
 driver (explainer/services/run/visitor_run.py) does the model work and reads the state between steps.
 
-    idle ──start──▶ prefilling ──▶ running ◀──resume── paused
+    idle ──start──▶ (queued ──a slot──▶) prefilling ──▶ running ◀──resume── paused
                         │            │  ▲ ──pause──▶   │  ▲ step (one step, stays paused)
                         │            ▼  │ ack         │  │
                         │           held (window full) ┘ (pause)
@@ -19,9 +19,10 @@ import time
 from explainer.protocol import ProtocolError
 from explainer.messages import status_payload
 
-IDLE, PREFILLING, RUNNING, PAUSED, HELD, STOPPING, FINISHED = (
-    "idle", "prefilling", "running", "paused", "held", "stopping", "finished")
-LIVE = (PREFILLING, RUNNING, PAUSED, HELD)  # a stop is accepted from each of these
+IDLE, QUEUED, PREFILLING, RUNNING, PAUSED, HELD, STOPPING, FINISHED = (
+    "idle", "queued", "prefilling", "running", "paused", "held", "stopping", "finished")
+LIVE = (QUEUED, PREFILLING, RUNNING, PAUSED, HELD)  # a stop is accepted from each of these
+BEFORE_PREFILL = (QUEUED, PREFILLING)  # a pause or resume here says what the prefill turns into
 READER_MESSAGE = "waiting for the client to read (ack)"
 IDLE_TIMEOUT = "idle_timeout"  # the closing status's `reason` when a paused or held run waited too long
 PAUSED_MEMORY = "paused_memory"  # ... when the paused runs' memory budget ended it (the least recently active)
@@ -54,11 +55,18 @@ class RunControl:
         self.ended_because: str | None = None  # IDLE_TIMEOUT when the idle timeout stopped the run
 
     # ---- what the driver does ---------------------------------------------------------------
-    def begin(self, paused: bool) -> None:
-        self.state, self.after_prefill, self.step_asked = PREFILLING, PAUSED if paused else RUNNING, False
+    def begin(self, paused: bool, queued: bool = False) -> None:
+        """A start: prefilling, or waiting in line for a generation slot first."""
+        self.state, self.after_prefill, self.step_asked = QUEUED if queued else PREFILLING, PAUSED if paused else RUNNING, False
         self.keep_steps, self.ended_because = None, None
         self.touch()
         self.wake()
+
+    def dequeued(self) -> bool:
+        """The start's turn came (it holds a slot now): prefilling, unless a stop came while it waited."""
+        if self.state == QUEUED:
+            self.state = PREFILLING
+        return self.state == PREFILLING
 
     def prefilled(self) -> str:
         """The prefill is out: running or paused as asked, unless a stop came meanwhile."""
@@ -124,7 +132,7 @@ class RunControl:
     # ---- the client's verbs: each checks its state, then transitions ----------------------------
     def pause(self) -> dict:
         self._require(LIVE, "pause")
-        if self.state == PREFILLING:
+        if self.state in BEFORE_PREFILL:
             self.after_prefill = PAUSED
         else:
             self.state = PAUSED
@@ -133,12 +141,12 @@ class RunControl:
 
     def resume(self) -> dict:
         self._require(LIVE, "resume")
-        if self.state == PREFILLING:
+        if self.state in BEFORE_PREFILL:
             self.after_prefill = RUNNING
         elif self.state == PAUSED:
             self.state = RUNNING
         self.wake()
-        return status(RUNNING if self.state in (PREFILLING, RUNNING) else self.state)
+        return status(RUNNING if self.state in BEFORE_PREFILL + (RUNNING,) else self.state)
 
     def step(self) -> None:
         """One step while paused; its answer is the `step` itself."""
@@ -167,8 +175,8 @@ class RunControl:
 
     def check_fork(self) -> None:
         self._require(LIVE + (FINISHED,), "fork")
-        if self.state == PREFILLING:
-            raise ProtocolError("invalid_state", "the run is still prefilling; fork once it has a step", "type")
+        if self.state in BEFORE_PREFILL:
+            raise ProtocolError("invalid_state", f"the run is still {self.state}; fork once it has a step", "type")
 
     def fork(self) -> None:
         """A fork continues paused (from a finished run too)."""

@@ -10,13 +10,13 @@ from django.conf import settings
 
 from explainer.messages import busy_payload, tokenized_payload
 from explainer.protocol import ProtocolError, integer, prompt_fields
-from explainer.services.admission.capacity import generating
 from explainer.services.device import model_registry
 from explainer.services.device.executors import executor_for, run_on, scheduler_for
 from explainer.services.run import after_run_checks
 from explainer.services.run.control import PREFILLING, STOPPING, status
 from explainer.services.admission.limits import RateLimited
 from explainer.services.run.errors import as_error, wrapped
+from explainer.services.run.in_line import InLine
 from explainer.services.run.on_demand import LOADING
 from explainer.services.workshop import policy
 from inference.batched_prefill import MOST_PROMPT_TOKENS
@@ -51,7 +51,7 @@ def live_sessions() -> int:
     return len(OPEN_RUNS)
 
 
-class Opening:
+class Opening(InLine):
     """`start` and what it runs before the driver takes over (VisitorRun's state, send and end)."""
 
     async def start(self, message: dict) -> None:
@@ -62,11 +62,10 @@ class Opening:
         # No seed: a fresh one, sent back in the session payload's params so the visitor can reproduce the run.
         params = SamplingParams.from_dict(with_fresh_seed(fields["params"]), max_new_tokens_cap=settings.EXPLAINER_MAX_NEW_TOKENS)
         loaded, prompt = await self._tokenized(validated(fields))  # refused here, before a slot is taken
-        if (refused := generating.refusal(slots, self.address)) is not None:
+        if (refused := self._admit(slots)) is not None:  # a slot now, a place in line, or `busy`
             await self.send(busy_payload(refused, 5))
             return
-        self.holds_slot, self.slot_limit = True, slots
-        self.control.begin(fields["paused"])
+        self.control.begin(fields["paused"], queued=self.ticket is not None)
         # The prefill runs in the driver's task, so the socket reads a stop or a pause while it computes; until the
         # start's own answers are out, later answers wait (reply()), as they did when start was awaited.
         self.control.set_computing(True)
@@ -81,6 +80,9 @@ class Opening:
     async def _open_and_drive(self, loaded, prompt, params: SamplingParams) -> None:
         """prefilling, then the driver; a failed start ends this run only, with a named error."""
         try:  # prefilling: the start's answers (session, prefill, check, status) come before any later message's
+            if self.ticket is not None and not await self._wait_in_line():
+                await self._left_line()
+                return
             prefilled = await self._open(loaded, prompt, params)
         except BaseException as exc:  # a model failure, or the socket cancelled mid-prefill
             self.control.reset()

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import random
 import time
 
 from channels.layers import get_channel_layer
@@ -17,6 +16,7 @@ from django.conf import settings
 
 from explainer.protocol import ProtocolError
 from explainer.messages import error_payload, status_payload, tokenized_payload
+from explainer.services.run.remote_line import RemoteLine, least_loaded, room
 
 log = logging.getLogger(__name__)
 PING_EVERY_S = 1.0
@@ -32,12 +32,7 @@ class WorkersSeen:
     answered = False
 
 
-def load(pong: dict) -> tuple[int, int]:
-    """Runs generating first, then sessions held: a paused session holds no slot but keeps its KV cache there."""
-    return pong["active"], pong.get("sessions", 0)
-
-
-class RemoteRun:
+class RemoteRun(RemoteLine):
     """Forwards each verb to this socket's worker and hands the worker's frames to `send`."""
 
     def __init__(self, send, channel_name: str):
@@ -78,6 +73,8 @@ class RemoteRun:
     def _queue(self, message: dict) -> None:
         if message["type"] == "ack" and self.worker is None:
             return  # acks of frames no worker sent (a follower's page, a lost worker's): never `no_run`
+        if message["type"] == "stop" and self._leave_line():
+            return  # the start it stops is still waiting in line (remote_line.py), ahead of it in the outbox
         if self.outbox.full():
             raise ProtocolError("rate_limited", "too many messages waiting for the inference worker")
         self.outbox.put_nowait(message)
@@ -101,7 +98,10 @@ class RemoteRun:
             return
         if message["type"] == "start" or (self.worker is None and message["type"] == "measure"):
             await self._release_worker()
-            self.worker = await self._choose_worker(settings.EXPLAINER_WORKER_START_WAIT_S)
+            worker = await self._choose_worker(settings.EXPLAINER_WORKER_START_WAIT_S)
+            if message["type"] == "start" and (worker := await self._worker_with_room(worker)) is None:
+                return  # left the line, or the line was full: the visitor has been told
+            self.worker = worker
             self.instance = self.pongs[self.worker].get("instance")
             self.heard = time.monotonic()
             self.watchdog = asyncio.create_task(self._watch())
@@ -111,6 +111,8 @@ class RemoteRun:
             raise ProtocolError("no_run", "start a run first")
         await self._send_to(self.worker, {"type": "visitor.frame", "reply": self.channel_name, "message": message,
                                           "keep_while_connected": self.keep_while_connected})
+        if message["type"] == "start":
+            self._sent_start(self.worker)
 
     async def end(self) -> None:
         """The socket closed: the worker frees the session."""
@@ -120,6 +122,7 @@ class RemoteRun:
         await self._release_worker()
 
     async def _release_worker(self) -> None:
+        self._answered()
         if self.watchdog:
             self.watchdog.cancel()
             self.watchdog = None
@@ -145,6 +148,7 @@ class RemoteRun:
             await self.send(event["frame"])
         elif self.worker is not None and event.get("worker", self.worker) == self.worker and not self._another_life(event):
             self.heard = time.monotonic()
+            self._answered()
             await self.send(event["frame"])
         # else: a restarted worker answering messages queued for its previous life (this session lived on
         # that life, or lives on another worker now): its `no_run`s must not reach the page
@@ -189,9 +193,7 @@ class RemoteRun:
                 told = True
                 await self.send(status_payload("loading", RESTARTING if WorkersSeen.answered else STARTING))
         WorkersSeen.answered = True
-        free = [p for p in self.pongs.values() if p["active"] < p["limit"]] or list(self.pongs.values())
-        least = min(load(p) for p in free)
-        return random.choice([p["worker"] for p in free if load(p) == least])
+        return least_loaded([p for p in self.pongs.values() if room(p) > 0] or list(self.pongs.values()))
 
     async def _ping_workers(self) -> bool:
         """Ping every configured worker and gather the answers that come within EXPLAINER_WORKER_PICK_S."""
@@ -220,6 +222,7 @@ class RemoteRun:
 
     async def _lose(self) -> None:
         """The session's worker died (silent, or answering as a new instance): the visitor is told, once."""
+        self._answered()
         lost, self.worker, self.instance = self.worker, None, None
         watchdog, self.watchdog = self.watchdog, None
         if watchdog is not None and watchdog is not asyncio.current_task():

@@ -182,7 +182,7 @@ class VisitorRun(Opening, OnDemandAnswers):
     async def _release(self) -> None:
         if self.holds_slot:
             self.holds_slot = False
-            generating.release(self.address)
+            generating.release(self.address, held_s=self._held_s())
 
     def _require_session(self) -> GenerationSession:
         if self.session is None:
@@ -200,7 +200,7 @@ class VisitorRun(Opening, OnDemandAnswers):
             if (refused := generating.refusal(self.slot_limit, self.address)) is not None:
                 await self.reply(busy_payload(f"no free generation slot to resume ({refused}); Step still works", 5))
                 return
-            self.holds_slot = True
+            self._took_slot()
         await self.reply(self.control.resume())
 
     async def step(self, _message: dict) -> None:
@@ -216,6 +216,7 @@ class VisitorRun(Opening, OnDemandAnswers):
         An optional `step` (the last step the client has) cuts the run at that step plus one."""
         self.control.check_stop()
         self.control.stop(integer(message, "step", 0, MAX_ACK, required=False))
+        self._leave_line()  # a start waiting in line leaves it now
 
     async def fork(self, message: dict) -> None:
         """Force a token at a step; the run continues paused from there (a finished run too)."""

@@ -29,8 +29,9 @@ function bannerText() {
   const n = state.steps.length;
   if (st === "loading") return { kind: "info", text: state.status.message || "Loading the model…" }; // the server's words
   const phase = runPhase();
+  if (phase === "queued") return { kind: "info", text: state.status.message }; // "You are 3rd in line; about 10 s", as it moves
   if (phase === "prefilling") return { kind: "info", text: prefillText(state.status) }; // from Enter on, over an example too
-  if (phase === "stopping") return { kind: "info", text: n ? `Stopping after step ${n}…` : "Stopping the prefill after the chunk it is reading…" };
+  if (phase === "stopping") return { kind: "info", text: stoppingText(n) };
   if (page.mode === "example") return { kind: "info", text: "Showing a recorded example. Press play to run the model on your prompt." };
   if (phase === "held") return { kind: "info", text: `Waiting for this page to catch up (ack) after step ${n}.` };
   if (phase === "running") return { kind: "info", text: n && state.prefill ? `Generating… step ${n}` : firstTokenText() };
@@ -44,6 +45,11 @@ function bannerText() {
   if (state.prefill) return { kind: "info", text: n ? `Generating… step ${n}` : firstTokenText() };
   if (state.status?.message) return { kind: "info", text: state.status.message };
   return { kind: "info", text: "Ready. Press play to run the model on your prompt." };
+}
+
+function stoppingText(n) {
+  if (n) return `Stopping after step ${n}…`;
+  return state.status?.state === "queued" ? "Leaving the line…" : "Stopping the prefill after the chunk it is reading…";
 }
 
 /** Between the prefill's payload and step 1: the causal-mask check runs, then the first token is drawn. */

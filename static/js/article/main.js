@@ -21,6 +21,8 @@ function noteBanner(msg) {
     page.banner = { kind: "error", at: Date.now(), text: `Error ${msg.code}: ${msg.message}${msg.field ? ` (${msg.field})` : ""}` };
   } else if (msg.type === "busy" && !msg.what) { // a refused measurement (it names its `what`) is its diagram's to show
     page.banner = { kind: "busy", reason: msg.reason, until: Date.now() + 1000 * (msg.retry_after_s || 0) };
+  } else if (msg.type === "status" && msg.reason === "left_queue") {
+    page.banner = { kind: "info", at: Date.now(), text: msg.message }; // over the last run's "Finished", if any
   } else if (msg.type === "session" || msg.type === "prefill") {
     page.banner = null;
   } else if (page.banner?.kind === "error" && Date.now() - page.banner.at > 6000) {
@@ -32,10 +34,11 @@ function onMessage(msg) {
   if (msg.type === "tokenized") { onCount(msg); return; } // the prompt box's count: no part of the run
   noteBanner(msg);
   if (msg.type === "session") goLive();
-  if (msg.type === "session" || msg.type === "done" || (msg.type === "error" && page.stopping)) page.stopping = false;
+  const leftLine = msg.type === "status" && msg.reason === "left_queue"; // a Stop while the start waited in line
+  if (msg.type === "session" || msg.type === "done" || leftLine || (msg.type === "error" && page.stopping)) page.stopping = false;
   if (msg.type === "step" || msg.type === "error" || msg.type === "busy" || msg.type === "done" || msg.type === "session") page.stepAsked = false;
   // The prefill under way since Enter ends with its payload, the run's end, or a refusal of the start.
-  if (msg.type === "prefill" || msg.type === "done" || msg.type === "error" || (msg.type === "busy" && !msg.what)) page.starting = false;
+  if (msg.type === "prefill" || msg.type === "done" || msg.type === "error" || leftLine || (msg.type === "busy" && !msg.what)) page.starting = false;
   // A recording on show (an example picked during a run) keeps the diagrams until the next live `session`.
   if (page.mode !== "live" && RUN_MESSAGES.has(msg.type)) { changed(); return; }
   if (msg.type === "error" && page.forkAsked) page.forkAsked = null;

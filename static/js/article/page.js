@@ -32,11 +32,12 @@ export function replaying() {
   return page.mode === "example" || page.mode === "recording";
 }
 
-export const LIVE = new Set(["prefilling", "running", "paused", "held"]);
+export const LIVE = new Set(["queued", "prefilling", "running", "paused", "held"]); // a stop is accepted in each
 
-/** What the run is doing, as the server last said: idle, loading, prefilling, running, paused, held, stopping. */
+/** What the run is doing, as the server last said: idle, loading, queued, prefilling, running, paused, held, stopping. */
 export function runPhase() {
   if (page.starting && state.status?.state === "loading") return "loading"; // the model loads before the prefill
+  if (page.starting && state.status?.state === "queued") return page.stopping ? "stopping" : "queued"; // every slot taken: in line
   if (page.starting) return page.stopping ? "stopping" : "prefilling"; // from Enter on, before any recording shown
   if (replaying()) return "idle"; // a recording mid-way is not a run going on
   if (state.done) return "idle"; // `done` is the run's last word (a fork clears it)
