@@ -199,6 +199,10 @@ EXPLAINER_MAX_RUNS_PER_ADDRESS = (int(os.environ["EXPLAINER_MAX_RUNS_PER_ADDRESS
                                   if os.environ.get("EXPLAINER_MAX_RUNS_PER_ADDRESS") else None)
 # A paused or held run that takes no step for this many seconds ends (`done`), and its slot is released.
 EXPLAINER_IDLE_RUN_S = float(os.environ.get("EXPLAINER_IDLE_RUN_S", "120"))
+# A workshop host's broadcast never ends by that timeout while a host page is connected; when the host's page goes
+# (a reload, a dropped connection) the broadcast goes on for the room this many seconds, then ends with a note
+# (explainer/services/workshop/away.py); the host's next page takes it back. 0 ends it when the host leaves.
+EXPLAINER_HOST_GONE_S = float(os.environ.get("EXPLAINER_HOST_GONE_S", "600"))
 # A paused run holds no generation slot, only its cache and kept tensors; all paused runs together keep at most
 # this many bytes, past which the least recently active one is ended (explainer/services/run/paused.py).
 EXPLAINER_PAUSED_BYTES = int(os.environ.get("EXPLAINER_PAUSED_BYTES", str(512 * 1024 * 1024)))

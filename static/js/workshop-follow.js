@@ -14,6 +14,11 @@ function effectiveParams(asked, msg) {
   return params;
 }
 
+/** A time of day (seconds since the epoch) as the reader's clock shows it: 10:42. */
+function clock(seconds) {
+  return new Date(seconds * 1000).toLocaleTimeString([], { hour: "2-digit", minute: "2-digit" });
+}
+
 export class WorkshopFollow {
   following = false;
   ownRunsAllowed = true;
@@ -117,6 +122,9 @@ export class WorkshopFollow {
         : "The host has turned off runs of your own: press Follow the host to see the host's run.");
     }
     if (this.following && this.request) notes.push("The prompt box shows the host's prompt and parameters (read-only).");
+    const b = msg.broadcast || {};
+    if (msg.host_live && b.host_away_until) notes.push(`The host's page has disconnected; their run waits here until ${clock(b.host_away_until)}.`);
+    if (b.state === "ended" && b.stop_reason === "host_left") notes.push("The host's run has ended: the host left the class.");
     return notes;
   }
 

@@ -11,6 +11,7 @@ from explainer.services.admission.lockout import MAX_FAILURES
 from explainer.services.device import model_registry
 from explainer.services.admission.capacity import generating
 from explainer.services.run.visitor_run import live_sessions
+from explainer.services.workshop import away
 from tests.support import stories_spec, until
 
 PASSWORD = "class-of-2025"
@@ -37,6 +38,7 @@ async def no_leftovers():
     """Close what a failed test left open, then drop the socket thread's database handle."""
     yield
     await close(*OPEN)
+    await away.end_parked()  # a broadcast whose host socket closed waits for the host (EXPLAINER_HOST_GONE_S)
     await sync_to_async(forget_connections)()
 
 
