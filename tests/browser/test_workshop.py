@@ -179,3 +179,40 @@ def test_students_follow_from_the_top_see_the_hosts_prompt_and_the_host_resets(b
     finally:
         for context in (host_context, student_context):
             context.close()
+
+
+def test_a_host_whose_page_goes_keeps_the_class_and_takes_the_broadcast_back(browser, site_url):
+    """The teacher's laptop drops off the network mid-explanation: the students' pages keep the paused broadcast
+    and say until when it waits; the host's page, opened again, steps the same run on."""
+    host_context, host = open_context(browser)
+    student_context, student = open_context(browser)
+    try:
+        log_in_as_host(host, site_url)
+        student.goto(site_url + "/")
+        banner = student.locator("#workshop-banner")
+        banner.locator("button", has_text="Follow the host").click()
+        expect(banner).to_contain_text("Following the host")
+        host.locator('#broadcast-form input[name="max_new_tokens"]').fill("4")
+        host.locator('#broadcast-form input[name="paused"]').check()
+        host.locator("#btn-broadcast").click()
+        expect(host.locator('[data-verb="step"]')).to_be_enabled(timeout=30_000)
+        host.locator('[data-verb="step"]').click()
+        shows(student, "he-sequence", "data-step", 1)
+
+        host.goto("about:blank")  # the host's page is gone
+        expect(banner).to_contain_text("The host's page has disconnected; their run waits here until")
+        expect(banner).to_contain_text("Following the host's run")
+
+        host.goto(site_url + "/host/")  # back, logged in still
+        expect(host.locator("#host-connection")).to_have_text("Connected.")
+        expect(banner).not_to_contain_text("disconnected")
+        expect(host.locator('[data-verb="step"]')).to_be_enabled(timeout=30_000)
+        host.locator('[data-verb="step"]').click()
+        shows(student, "he-sequence", "data-step", 2)
+        host.locator('[data-verb="stop"]').click()
+        expect(host.locator("#broadcast-state")).to_contain_text("finished")
+        for page in (host, student):
+            assert not page.errors, page.errors
+    finally:
+        for context in (host_context, student_context):
+            context.close()
