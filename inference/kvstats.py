@@ -76,7 +76,8 @@ def cache_stats(cache, context_window: int, seen: int | None = None) -> dict:
         dtype = dtype or (keys.dtype if keys is not None else None)
         layers.append({"shape": list(keys.shape) if keys is not None else [0, 0, 0, 0], "bytes": nbytes})  # (batch, kv_heads, seq, head_dim)
     try:
-        seq_len = cache.get_seq_length() if cache is not None else seen or 0
+        # an int, or (transformers 5.25, caches of linear-attention layers) a 0-d tensor
+        seq_len = int(cache.get_seq_length()) if cache is not None else seen or 0
     except ValueError:  # transformers: only linear-attention layers, which keep no positions
         seq_len = seen or 0
     stored = max((layer["shape"][2] for layer in layers), default=0)  # < seq_len once a sliding window drops keys
