@@ -18,7 +18,8 @@ def read_until(ws, wanted) -> dict:
 def hold_the_slot(ws) -> None:
     """A run whose reader never acks: past 8 unread messages it waits (held), keeping the one slot."""
     read_until(ws, lambda m: m.get("state") == "ready")
-    ws.send(json.dumps({"type": "start", "text": "Once upon a time", "params": {"max_new_tokens": 200}}))
+    # min_new_tokens: no end-of-sequence token before the window is full, whatever the model would say
+    ws.send(json.dumps({"type": "start", "text": "Once upon a time", "params": {"max_new_tokens": 200, "min_new_tokens": 200}}))
     read_until(ws, lambda m: m["type"] == "status" and m.get("run_state") == "held")
 
 

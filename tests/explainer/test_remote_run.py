@@ -244,7 +244,7 @@ async def test_a_full_worker_puts_starts_in_the_daphne_line_first_come_first_ser
     settings.EXPLAINER_MAX_SESSIONS, settings.EXPLAINER_OUTBOUND_WINDOW = 1, 4
     worker = start_worker()
     holder, second, third = await connect(), await connect(), await connect()
-    await holder.send_json_to({**START, "params": {"max_new_tokens": 100}})
+    await holder.send_json_to({**START, "params": {"max_new_tokens": 100, "min_new_tokens": 100}})
     await until(holder, {"session"})
     await holder.send_json_to({"type": "ack", "received": 1})  # then reads nothing: its run holds the slot
     await until(holder, lambda m: m["type"] == "status" and m.get("run_state") == "held")

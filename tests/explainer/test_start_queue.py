@@ -8,7 +8,7 @@ from tests.support import connect, settled, until
 
 START = {"type": "start", "messages": [{"role": "user", "content": "<t403> <t407>"}],
          "params": {"temperature": 0.8, "seed": 1, "max_new_tokens": 4}}
-LONG = {**START, "params": {"max_new_tokens": 100}}
+LONG = {**START, "params": {"max_new_tokens": 100, "min_new_tokens": 100}}  # no early end-of-sequence
 
 pytestmark = pytest.mark.usefixtures("stories_model")  # tests/explainer/conftest.py: two generation slots
 
