@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import hmac
 import logging
+import time
 
 from asgiref.sync import sync_to_async
 from channels.db import database_sync_to_async
@@ -22,9 +23,10 @@ from django.views.decorators.http import require_http_methods
 
 from explainer import lan
 from explainer.messages import error_payload
-from explainer.protocol import ReleasedOnExit, StrictJson, parse_frame, prompt_fields
+from explainer.protocol import ProtocolError, ReleasedOnExit, StrictJson, integer, parse_frame, prompt_fields
 from explainer.services.workshop import room_stats
 from explainer.services.admission.lockout import Lockout
+from explainer.services.device import model_registry
 from explainer.services.workshop import policy, presence
 from explainer.services.run.visitor_run import refusal
 from explainer.services.workshop import away
@@ -35,7 +37,7 @@ SESSION_FLAG = "workshop_host"
 NOT_HOST_CLOSE_CODE = 4003
 STATS_EVERY_S = 1.0
 RUN_VERBS = ("pause", "resume", "step", "stop", "ack")
-COMMANDS = ("broadcast", "pin", "limits", "reset") + RUN_VERBS
+COMMANDS = ("broadcast", "pin", "limits", "reset", "look") + RUN_VERBS
 LOGIN = Lockout("host")  # wrong passwords per address (explainer/services/admission/lockout.py)
 
 
@@ -56,6 +58,15 @@ def host_page(request):
         return _log_in_by_link(request)
     logged_in = bool(request.session.get(SESSION_FLAG))
     return render(request, "host.html", {"logged_in": logged_in, "class_urls": _class_urls() if logged_in else []})
+
+
+@require_http_methods(["GET", "HEAD"])
+def present_page(request):
+    """The projector view: the article in large type, following the broadcast (the host's session only)."""
+    if not settings.EXPLAINER_HOST_PASSWORD or not request.session.get(SESSION_FLAG):
+        return redirect("host")
+    status = model_registry.page_status()
+    return render(request, "index.html", {"model": status, "present": True}, status=200 if status["ok"] else 503)
 
 
 def _class_urls() -> list[dict]:
@@ -163,6 +174,14 @@ class HostConsumer(ReleasedOnExit, StrictJson, AsyncJsonWebsocketConsumer):
             self.broadcast.summary["state"] = "failed"
             await self.relay.publish(replaces=self.broadcast.id)
             raise
+
+    async def _look(self, message: dict) -> None:
+        """"Everyone look at step N": the room's step bars go there (each page's own choice of step aside)."""
+        if self.broadcast.id is None:
+            raise ProtocolError("no_run", "broadcast a run first", "type")
+        step = integer(message, "step", 0, self.broadcast.summary.get("step", 0))
+        self.broadcast.summary["look"] = {"step": step, "at": time.time()}
+        await self.relay.publish(replaces=self.broadcast.id)
 
     async def _pin(self, message: dict) -> None:
         pins = policy.validate_pins(message.get("params", {}))

@@ -20,6 +20,7 @@ urlpatterns = [
     path("embed/<slug:section>/", embeds.embed_section, name="embed_section"),
     path("embed/<slug:section>/static/", embeds.embed_static, name="embed_static"),
     path("host/", host.host_page, name="host"),
+    path("host/present/", host.present_page, name="host_present"),
     path("admin/login/", guarded_login, name="admin_login"),  # before the admin's own: the lockout
     path("admin/", admin.site.urls),
 ]

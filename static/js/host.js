@@ -10,6 +10,7 @@ let formsFilled = false;
 let wasSilent = new Set(); // workers not answering at the last stats, to say when one comes back
 let cameBack = "";
 let broadcast = {}; // the broadcast's summary: from the stats, kept current by its own frames in between
+let lookOffered = null; // the step last put in "Everyone look at step" (the host's own number stays until the next step)
 let received = 0;   // messages read on this socket: acked so the broadcast never runs far ahead of the host
 const ACK_EVERY = 8;
 
@@ -147,6 +148,9 @@ function renderBroadcast() {
   const b = broadcast;
   const node = $("#broadcast-state");
   renderControls(b.id ? b.state : null);
+  $("#btn-look").disabled = !b.id;
+  $("#look-step").max = String(b.step ?? 0);
+  if (b.step !== lookOffered) { lookOffered = b.step; $("#look-step").value = String(b.step ?? 0); } // a new step: offer it
   if (!b.id) { node.textContent = "No broadcast yet."; return; }
   const why = b.state === "finished" && b.stop_reason ? ` (${b.stop_reason.replaceAll("_", " ")})` : "";
   node.textContent = `Broadcast ${b.id}: ${b.state}${why}, step ${b.step ?? 0}.`;
@@ -208,6 +212,8 @@ function bindBroadcast() {
   for (const button of form.querySelectorAll("[data-verb]")) {
     button.addEventListener("click", () => send({ type: button.dataset.verb }));
   }
+  // "Everyone look at step N": the followers' step bars (and the projector view) go there.
+  $("#btn-look").addEventListener("click", () => send({ type: "look", step: Math.trunc(Number($("#look-step").value)) }));
 }
 
 function bindPins() {

@@ -21,6 +21,11 @@ function clock(seconds) {
 
 export class WorkshopFollow {
   following = false;
+  autoFollow = false; // the projector view follows the host by itself
+  look = null; // the broadcast's latest "everyone look at step N" from the host: {step, at}, or null
+  jumpOffer = null; // the host's step, offered with a button because the visitor moved the step bar away themselves
+  onLook = () => {}; // called with the host's step when the host asks everyone to look at one
+  onJump = () => {}; // the visitor pressed "Jump to the host's step"
   ownRunsAllowed = true;
   request = null; // {messages, params} of the host's broadcast, for "Save run" while following
   #client;
@@ -30,6 +35,7 @@ export class WorkshopFollow {
   #own = null; // the visitor's own prompt and parameters, put back when they go on alone
   #last = null; // the last `workshop` message
   #drawn = null; // what the banner says now (its text, toggle and notes): redrawn only when that changes
+  #autoAskedAt = -Infinity;
 
   /** Construct before the page listens to the client: this state is current when the page redraws. */
   constructor(client) {
@@ -57,7 +63,25 @@ export class WorkshopFollow {
     this.ownRunsAllowed = msg.limits?.own_runs_allowed !== false;
     const b = msg.broadcast || {};
     this.request = b.messages ? { messages: b.messages, params: effectiveParams(b.params || {}, msg) } : null;
+    if (this.autoFollow && !this.following && Date.now() - this.#autoAskedAt > 3000) { // within follow's rate limit
+      this.#autoAskedAt = Date.now();
+      this.follow(true);
+    }
+    this.#noteLook(b.look ?? null);
     this.#render();
+  }
+
+  /** A new "everyone look at step N" from the host: told to the page once, while following. */
+  #noteLook(look) {
+    const fresh = look && look.at !== this.look?.at;
+    this.look = look;
+    if (fresh && this.following) this.onLook(look.step);
+  }
+
+  /** Offer (a step) or withdraw (null) the "Jump to the host's step" button. */
+  offerJump(step) {
+    this.jumpOffer = step;
+    if (this.#last) this.#render();
   }
 
   /** Workshop mode is on from the first `workshop` message: the banner is there from then on. */
@@ -71,7 +95,7 @@ export class WorkshopFollow {
     this.#banner.hidden = false;
     // Redrawn only when what it says changes: the room's news comes often (every status of the host's run), and
     // a button replaced between a press and its release takes no click.
-    const drawn = JSON.stringify([text, this.following, this.ownRunsAllowed, notes]);
+    const drawn = JSON.stringify([text, this.following, this.ownRunsAllowed, notes, this.jumpOffer]);
     if (drawn !== this.#drawn) this.#draw(text, notes, drawn);
     this.#showHostPrompt();
     this.#pin(msg.pins || {});
@@ -91,6 +115,15 @@ export class WorkshopFollow {
     const line = document.createElement("p");
     line.textContent = text;
     this.#banner.append(line, button);
+    if (this.following && this.jumpOffer != null) {
+      const jump = document.createElement("button");
+      jump.type = "button";
+      jump.className = "primary";
+      jump.dataset.jump = "";
+      jump.textContent = `Jump to the host's step (step ${this.jumpOffer})`;
+      jump.addEventListener("click", () => this.onJump());
+      this.#banner.append(jump);
+    }
     for (const note of notes) {
       const line = document.createElement("p");
       line.className = "workshop-pinned";

@@ -8,7 +8,7 @@ import { $, changed, client, onChange, page, state, workshop } from "./page.js";
 import { bindButtons } from "./controls.js";
 import { renderChrome } from "./chrome.js";
 import { addExportBars, feedDiagrams, findDiagrams, loadElements } from "./diagrams.js";
-import { followRun, goLive, loadExamples, replayRecording, runRecordingLive } from "./recordings.js";
+import { followRun, goLive, jumpToHostStep, loadExamples, lookAtHostStep, replayRecording, runRecordingLive } from "./recordings.js";
 import { backToOriginal, request } from "./requests.js";
 import { bindTokenCount, onCount } from "./token-count.js";
 
@@ -81,6 +81,9 @@ function init() {
   const fromRun = new URLSearchParams(location.search).get("run");
   if (fromRun) runRecordingLive(fromRun);
   page.recorder = new RunRecorder($("#btn-save"), $("#permalink"));
+  workshop.autoFollow = "present" in document.body.dataset; // the projector view (/host/present/)
+  workshop.onLook = lookAtHostStep;
+  workshop.onJump = jumpToHostStep;
   workshop.bind($("#workshop-banner"), $("#params"), changed);
   bindSocket();
   const examplesUrl = document.querySelector("[data-examples]")?.dataset.examples;

@@ -25,6 +25,8 @@ export const page = {
   stopping: false,     // Stop was pressed and the run's `done` has not come yet
   stepAsked: false,    // Step was pressed and its step has not come yet
   starting: false,     // a start was sent and its prefill has not come yet (nor a refusal): the prefill is under way
+  hostStep: null,      // the workshop host's "everyone look at step N" for the broadcast followed, or null
+  lastRunState: null,  // the run_state of the last status: whether a step came from a paused run (a Step)
 };
 
 /** Whether the diagrams show a recording (an example or a permalink) rather than a live run. */

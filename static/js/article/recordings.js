@@ -3,7 +3,7 @@
 import { ExamplePicker, Replay, fetchJson } from "../replay.js";
 import { StepBar } from "../step-bar.js";
 import { fillPromptForm } from "../prompt-form.js";
-import { $, LIVE, changed, client, page, runPhase, state } from "./page.js";
+import { $, LIVE, changed, client, page, runPhase, state, workshop } from "./page.js";
 import { start, stopRun } from "./controls.js";
 import { feedDiagrams } from "./diagrams.js";
 import { plural } from "../lib/plural.js";
@@ -49,6 +49,8 @@ function showWhole(recording) {
 /** A live run took over the diagrams: the step bar follows it, the examples stay to pick from. */
 export function goLive() {
   page.mode = "live";
+  page.hostStep = workshop.following ? workshop.look?.step ?? null : null; // a late joiner: the host's step so far
+  workshop.offerJump(null);
   page.original = null;
   page.forkAsked = null;
   const bar = ensureStepBar();
@@ -57,18 +59,53 @@ export function goLive() {
   page.examples?.live();
 }
 
-/** Keep the step bar with the run: follow while it streams, stay on its last step when it finishes. */
+/** The host moved the broadcast on (Step while paused, or Resume): the room follows its newest step again. */
+function hostMovedOn(msg) {
+  const was = page.lastRunState;
+  if (msg.type === "status") page.lastRunState = msg.run_state;
+  return (msg.type === "step" && was === "paused") || (msg.type === "status" && msg.run_state === "running" && was === "paused");
+}
+
+/** Keep the step bar with the run: follow while it streams, stay on its last step when it finishes (or on the
+ * step the workshop host asked everyone to look at, until the host moves the run on). */
 export function followRun(msg) {
   const { stepBar, forkAsked } = page;
   if (!stepBar || page.mode !== "live") return;
-  if (msg.type === "done" && !stepBar.moved) stepBar.place(restingStep(true));
+  if (hostMovedOn(msg) && page.hostStep != null) {
+    page.hostStep = null;
+    workshop.offerJump(null);
+  }
+  const hostStep = workshop.following ? page.hostStep : null;
+  if (msg.type === "done" && !stepBar.moved) stepBar.place(hostStep ?? restingStep(true));
   else if (msg.type === "step" && forkAsked && msg.forced) {
     stepBar.seek(msg.step);
     page.banner = null;
     if (forkAsked.continue) client.send({ type: "resume" });
     page.forkAsked = null;
-  } else if (msg.type === "step" || msg.type === "prefill") stepBar.follow();
+  } else if ((msg.type === "step" || msg.type === "prefill") && hostStep != null && !stepBar.moved) stepBar.place(hostStep);
+  else if (msg.type === "step" || msg.type === "prefill") stepBar.follow();
   else stepBar.render();
+}
+
+/** The host said "everyone look at step N": the step bar goes there, unless the visitor has moved it themselves
+ * (then the banner offers a button to jump there). */
+export function lookAtHostStep(step) {
+  page.hostStep = step;
+  const bar = page.stepBar;
+  if (!bar || page.mode !== "live") return;
+  if (bar.moved) workshop.offerJump(step);
+  else bar.place(step);
+  changed();
+}
+
+/** "Jump to the host's step": back on the host's step, following the host's choices again. */
+export function jumpToHostStep() {
+  const bar = page.stepBar;
+  workshop.offerJump(null);
+  if (!bar || page.hostStep == null) return;
+  bar.moved = false;
+  bar.place(page.hostStep);
+  changed();
 }
 
 function loadFailed(err) {
