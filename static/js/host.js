@@ -74,6 +74,9 @@ function renderStats(s) {
   const processes = s.visitors.processes > 1 ? ` over ${s.visitors.processes} Daphne processes` : "";
   stat("connected", `${s.visitors.connected}${processes}`);
   stat("following", String(s.visitors.following));
+  stat("behind", String(s.visitors.behind ?? 0));
+  stat("closed", String(s.visitors.closed ?? 0));
+  stat("start-line", String(s.start_line ?? 0));
   const cap = s.limits.max_sessions != null ? ` (workshop limit ${s.limits.max_sessions})` : "";
   stat("generations", `${s.generations.active} of ${s.generations.limit}${cap}`);
   stat("queue", Object.entries(s.queue).map(([device, n]) => `${device}: ${n}`).join(", ") || "0");
@@ -98,7 +101,8 @@ function renderStats(s) {
       + `runworker ${silent[0]}\`).` : cameBack;
   }
   const mem = s.device.memory;
-  const what = mem.kind === "cuda" ? "allocated on the GPU" : "resident in this process";
+  const where = mem.processes > 1 ? `${mem.processes} workers` : s.workers ? "the worker" : "this process";
+  const what = mem.kind === "cuda" ? `allocated on the GPU by ${where}` : `resident in ${where}`;
   const reserved = mem.reserved_bytes != null ? `, ${bytes(mem.reserved_bytes)} reserved` : "";
   stat("memory", `${bytes(mem.used_bytes)} ${what}${reserved}, of ${bytes(mem.total_bytes)}`);
   const meter = $("#memory-meter");

@@ -17,11 +17,37 @@ async def test_visitors_are_counted_over_every_daphne_process():
     host = await logged_in_host()
     stats = (await until(host, lambda m: m["type"] == "host_stats" and m["visitors"]["connected"] == 6))[-1]
     assert stats["visitors"]["following"] == 4 and stats["visitors"]["processes"] == 2
-    assert stats["visitors"]["this_process"] == {"connected": 1, "following": 1}
+    here = stats["visitors"]["this_process"]
+    assert (here["connected"], here["following"], here["behind"]) == (1, 1, 0)
     cache.delete("census:7")  # that process stopped renewing: its visitors leave the count
     stats = (await until(host, lambda m: m["type"] == "host_stats" and m["visitors"]["processes"] == 1))[-1]
     assert stats["visitors"]["connected"] == 1
     await close(guest, host)
+
+
+@DB
+async def test_the_host_sees_who_is_behind_and_how_many_pages_closed(settings):
+    """A follower whose page stops reading falls behind the broadcast (its frames wait for its acks); a page that
+    closes is counted."""
+    settings.EXPLAINER_OUTBOUND_WINDOW = 4
+    reader, stalled, leaver = await visitor(), await visitor(), await visitor()
+    for comm in (reader, stalled):
+        await follow(comm)
+    await stalled.send_json_to({"type": "ack", "received": 1})  # then it reads nothing more
+    host = await logged_in_host()
+    closed_before = (await until(host, of_type("host_stats")))[-1]["visitors"]["closed"]
+    await close(leaver)
+    await host.send_json_to({"type": "broadcast", "messages": MESSAGES, "params": {"max_new_tokens": 12, "min_new_tokens": 12}})
+    read = 0
+    while True:  # the reader acks as a page does
+        m = await reader.receive_json_from(timeout=30)
+        read += 1
+        await reader.send_json_to({"type": "ack", "received": read})
+        if m["type"] == "status" and m["state"] == "finished":
+            break
+    stats = (await until(host, lambda m: m["type"] == "host_stats" and m["visitors"]["behind"] == 1))[-1]
+    assert stats["visitors"]["following"] == 2 and stats["visitors"]["closed"] == closed_before + 1
+    await close(reader, stalled, host)
 
 
 def test_each_process_claims_its_own_slot_and_keeps_it():

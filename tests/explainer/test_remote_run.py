@@ -148,6 +148,7 @@ async def test_the_host_page_sees_the_workers_generations_and_devices(settings):
     assert stats["generations"] == {"active": before, "limit": settings.EXPLAINER_MAX_SESSIONS}
     assert stats["workers"][0]["worker"] == "inference-test" and stats["workers"][0]["sessions"] == 1
     assert stats["model"]["name"] == "stories260K" and stats["device"]["name"] == "cpu"
+    assert stats["device"]["memory"]["processes"] == 1 and stats["start_line"] == 0  # the workers' memory, summed
     assert room_stats.with_workers(stats, [])["generations"] == {"active": 0, "limit": 0}
     await comm.disconnect()
     worker.cancel()

@@ -4,6 +4,7 @@ import pytest
 
 from explainer.services.admission.capacity import generating
 from explainer.services.admission.start_queue import local_queue, ordinal, queued_status
+from explainer.services.workshop import room_stats
 from tests.support import connect, settled, until
 
 START = {"type": "start", "messages": [{"role": "user", "content": "<t403> <t407>"}],
@@ -44,6 +45,7 @@ async def test_a_full_house_waits_in_line_and_runs_in_order_with_no_second_press
     assert "1st in line" in first_place["message"]
     await fourth.send_json_to(START)
     assert (await until(fourth, queued))[-1]["position"] == 2
+    assert room_stats.server_stats()["start_line"] == 2  # the workshop host's page: "waiting in line to start"
     await free_a_slot(holders[0])
     seen = await until(third, "done")
     assert [m["type"] for m in seen if m["type"] != "status"][:2] == ["session", "prefill"]

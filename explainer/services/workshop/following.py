@@ -74,6 +74,7 @@ class Follower(NoFollower):
 
     def _reset(self, broadcast_id: str | None) -> None:
         self.broadcast_id, self.next_seq, self.pending, self.pending_bytes = broadcast_id, 0, {}, 0
+        self.host_step = self.page_step = 0  # the broadcast's latest step heard, and the latest sent to the page
         self.overflowed = False  # frames were dropped for the byte bound: ask again once drained
 
     @property
@@ -165,6 +166,8 @@ class Follower(NoFollower):
         if broadcast_id != self.broadcast_id:  # a new broadcast: its frames start again at 0
             self._reset(broadcast_id)
         for seq, frame, *size in frames:  # the host measured a live frame's size once for the whole room
+            if frame.get("type") == "step":
+                self.host_step = max(self.host_step, frame["step"])
             if seq < self.next_seq or seq in self.pending:
                 continue
             size = size[0] if size and size[0] is not None else len(json.dumps(frame))
@@ -176,6 +179,10 @@ class Follower(NoFollower):
         await self._flush()
         if self.pending and self.next_seq not in self.pending and len(self.pending) % RESYNC_EVERY == 1:
             await self._ask_sync()  # a gap: some frames were dropped on the way (a full channel)
+
+    def steps_behind(self) -> int:
+        """How many of the broadcast's steps this page has not been sent yet (it reads slowly, or caught up late)."""
+        return self.host_step - self.page_step
 
     def _behind(self) -> bool:
         """The page's unread messages on this socket: the run's window, or the ceiling before any ack."""
@@ -199,6 +206,8 @@ class Follower(NoFollower):
                 self.pending_bytes -= size
                 self.next_seq += 1
                 await self.consumer.send_frame(frame)
+                if frame.get("type") == "step":
+                    self.page_step = frame["step"]
         if self.overflowed and not self.pending and self.following:
             self.overflowed = False
             await self._ask_sync(force=True)  # the frames dropped for the byte bound

@@ -18,6 +18,8 @@ log = logging.getLogger(__name__)
 CENSUS_SLOTS, CENSUS_EVERY_S, CENSUS_TTL_S = 64, 1.0, 5  # Daphne processes counted, how often, kept how long
 
 _present: set = set()  # this process's article sockets (workshop Followers), for the host page
+BEHIND_STEPS = 2  # a follower whose page is more than this many steps behind the broadcast is "behind"
+_closed = [0]  # article pages closed since this process started (a reload counts too)
 
 
 def arrive(follower) -> None:
@@ -27,12 +29,16 @@ def arrive(follower) -> None:
 
 def leave(follower) -> None:
     """An article socket left (closed, or the workshop was off)."""
+    if follower in _present:
+        _closed[0] += 1
     _present.discard(follower)
 
 
 def census() -> dict:
-    """Connected and following visitors on this process's sockets."""
-    return {"connected": len(_present), "following": sum(1 for f in _present if f.following)}
+    """Connected, following and behind visitors on this process's sockets, and the pages closed here."""
+    following = [f for f in _present if f.following]
+    return {"connected": len(_present), "following": len(following),
+            "behind": sum(1 for f in following if f.steps_behind() > BEHIND_STEPS), "closed": _closed[0]}
 
 
 class Census:
@@ -73,5 +79,5 @@ def room_census() -> dict:
     here = census()
     entries = [e for e in cache.get_many([f"census:{i}" for i in range(CENSUS_SLOTS)]).values() if e]
     entries = [e for e in entries if e["process"] != census_publisher.me] + [{"process": census_publisher.me, **here}]
-    return {"connected": sum(e["connected"] for e in entries), "following": sum(e["following"] for e in entries),
-            "processes": len(entries), "this_process": here}
+    totals = {key: sum(e.get(key, 0) for e in entries) for key in ("connected", "following", "behind", "closed")}
+    return {**totals, "processes": len(entries), "this_process": here}

@@ -9,7 +9,9 @@ from django.conf import settings
 from explainer.services.device import model_registry
 from explainer.services.workshop.presence import room_census
 from explainer.services.admission.capacity import generating
+from explainer.services.admission.start_queue import local_queue
 from explainer.services.device.executors import queue_depth
+from explainer.services.run.remote_line import remote_queue
 
 def device_memory(device: str) -> dict:
     """CUDA: the caching allocator's view of the GPU; CPU: this process's resident memory and the RAM."""
@@ -57,9 +59,17 @@ def server_stats() -> dict:
     return {
         "visitors": room_census(),
         "generations": {"active": generating.active, "limit": generating.limit},
+        "start_line": len(local_queue) + len(remote_queue),  # starts waiting for a slot (this process's line)
         "queue": {name: queue_depth(name) for name in sorted(devices)},
         **found,
     }
+
+
+def summed_memory(workers: list[dict]) -> dict:
+    """The workers' memory together (each its own process's resident set, or its GPU's allocations)."""
+    memories = [w["stats"]["device"]["memory"] for w in workers]
+    used = [m["used_bytes"] for m in memories if m.get("used_bytes") is not None]
+    return {**memories[0], "used_bytes": sum(used) if used else None, "processes": len(memories)}
 
 
 def with_workers(local: dict, workers: list[dict], silent: list[str] = ()) -> dict:
@@ -69,7 +79,8 @@ def with_workers(local: dict, workers: list[dict], silent: list[str] = ()) -> di
         return {**local, "workers": [], "workers_silent": list(silent), "generations": {"active": 0, "limit": 0},
                 "queue": {}}
     first = workers[0]["stats"]
-    return {**local, "model": first["model"], "device": first["device"],
+    return {**local, "model": first["model"], "device": {**first["device"], "memory": summed_memory(workers)},
+            "start_line": local["start_line"] + sum(w["stats"].get("start_line", 0) for w in workers),
             "generations": {"active": sum(w["stats"]["generations"]["active"] for w in workers),
                             "limit": sum(w["stats"]["generations"]["limit"] for w in workers)},
             "queue": {f"{w['worker']} {name}": n for w in workers for name, n in w["stats"]["queue"].items()},
