@@ -3,8 +3,12 @@ idle first, then a room of WebSocket students: most follow a host broadcast, the
 prompts. Mid-run one worker (not the broadcast's) is SIGKILLed; its Procfile line starts it again.
 Optionally one Chromium page follows too and is checked for an error on screen.
 
+With --pause S the host pauses the broadcast for S seconds at its step 2 (a teacher explaining) and resumes.
+
 Prints: errors (other than the killed worker's `worker_lost`), the worker_lost count, each follower's
-frames against the host's, and how long after the host's page each follower saw each step (p50/p95).
+frames against the host's, and how long after the host's page each follower saw each step (p50/p95);
+hung sockets (a student who never got their run's end), and the class's memory (the resident sets of
+make workshop's processes: Redis, Daphne, the workers) after the idle start and after every student left.
 Bounded: at most 64 students, one broadcast, one own run each (plus one restart after worker_lost).
 """
 from __future__ import annotations
@@ -25,6 +29,7 @@ from dataclasses import dataclass, field
 from http.cookiejar import CookieJar
 from pathlib import Path
 
+import psutil
 import websockets
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -100,6 +105,20 @@ class Workshop:
                     Path(f"/proc/{pid}/cwd").resolve() == ROOT:
                 return int(pid)
         raise RuntimeError(f"no process runs {name}")
+
+    def resident_bytes(self) -> int:
+        """The resident memory of every process make workshop started (make, honcho, Redis, Daphne, the workers)."""
+        try:
+            group = [psutil.Process(self.proc.pid), *psutil.Process(self.proc.pid).children(recursive=True)]
+        except psutil.NoSuchProcess:
+            return 0
+        total = 0
+        for process in group:
+            try:
+                total += process.memory_info().rss
+            except psutil.NoSuchProcess:  # a worker between its death and its restart
+                pass
+        return total
 
     def alive(self) -> bool:
         return self.proc.poll() is None and self.listening()
@@ -245,6 +264,11 @@ async def room(args, ws: Workshop, token: str) -> dict:
     victim = next(w for w in (f"inference-{i}" for i in range(args.workers)) if w != status["worker"])
     os.kill(ws.worker_pid(victim), signal.SIGKILL)
     killed_at = time.time()
+    if args.pause:  # the teacher explains step 2 for a while: the broadcast must outlast any idle timeout
+        await host.send({"type": "pause"})
+        await host.until(lambda m: m["type"] == "status" and m["state"] == "paused", 120)
+        await asyncio.sleep(args.pause)
+        await host.send({"type": "resume"})
     await host.until(finished, 300)
     await asyncio.gather(*own)
     for s in followers:
@@ -263,9 +287,11 @@ async def room(args, ws: Workshop, token: str) -> dict:
         latencies += [(t - host_steps[m["step"]]) * 1e3 for t, m in frames if m["type"] == "step" and m["step"] in host_steps]
         report["errors"] += [m for _, m in s.seen if m["type"] == "error"]
     report["errors"] += [m for _, m in host.seen if m["type"] == "error"]
+    hung = sum(not any(finished(m) for _, m in s.seen) for s in followers)
+    hung += len(loners) - report["own_done"]
     for s in students + [host]:
         await s.ws.close()
-    return {**report, "killed_worker": victim, "broadcast_worker": status["worker"], "host_frames": len(host_frames),
+    return {**report, "hung_sockets": hung, "killed_worker": victim, "broadcast_worker": status["worker"], "host_frames": len(host_frames),
             "host_steps": len(host_steps), "followers": len(followers), "followers_matching_host": matches,
             "follower_frames": sorted({len(s.run_frames()) for s in followers}),
             "follower_step_latency_p50_ms": percentile(latencies, 50),
@@ -289,6 +315,7 @@ def main(argv=None) -> int:
     parser.add_argument("--followers", type=int, default=20)
     parser.add_argument("--own", type=int, default=10, help="students running their own prompts")
     parser.add_argument("--tokens", type=int, default=24)
+    parser.add_argument("--pause", type=float, default=0, help="seconds the host pauses the broadcast at step 2")
     parser.add_argument("--browser", action="store_true", help="one Chromium page follows too")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
@@ -302,12 +329,17 @@ def main(argv=None) -> int:
             token = ws.wait_ready()
             time.sleep(args.idle)
             up_after_idle = ws.alive() and "Traceback" not in ws.log()
-            report = asyncio.run(asyncio.wait_for(room(args, ws, token), 900))
-            report["up_after_idle"] = up_after_idle
+            memory_start = ws.resident_bytes()
+            report = asyncio.run(asyncio.wait_for(room(args, ws, token), 900 + args.pause))
+            time.sleep(10)  # every socket closed: the sessions' caches go (the workers reap what is left)
+            memory_end = ws.resident_bytes()
+            report.update(up_after_idle=up_after_idle, memory_start_mb=round(memory_start / 2**20, 1),
+                          memory_end_mb=round(memory_end / 2**20, 1),
+                          memory_end_over_start=round(memory_end / memory_start, 3) if memory_start else None)
         finally:
             report_stop = ws.stop()
             log_tail = ws.log()[-4000:]
-    report.update(stopped_on_ctrl_c=report_stop, seconds=round(time.time() - started, 1), idle_s=args.idle,
+    report.update(stopped_on_ctrl_c=report_stop, seconds=round(time.time() - started, 1), idle_s=args.idle, pause_s=args.pause,
                   students=args.followers + args.own, workers=args.workers)
     report["errors"] = [f"{e.get('code')}: {e.get('message')}" for e in report["errors"]]
     if args.json:
@@ -316,6 +348,7 @@ def main(argv=None) -> int:
         for key, value in report.items():
             print(f"{key:32} {value}")
     ok = (not report["errors"] and report["followers_matching_host"] == report["followers"] and report["restarted"]
+          and report["hung_sockets"] == 0
           and report["up_after_idle"] and report_stop and not report.get("browser", {}).get("error_on_screen"))
     if not ok:
         print(log_tail, file=sys.stderr)
