@@ -1,6 +1,7 @@
 // Feeds for embedded diagrams (docs/embedding.md): one RunView per recording or per live prompt, shared
 // by every element that names it. A ReplayFeed folds a recording's payloads; a LiveFeed opens its own
 // socket on /ws/embed/ and folds what the server sends. Either hands its state to its elements.
+import { errorWords } from "./error-words.js";
 import { RunView, prefillText } from "./run-view.js";
 import { SessionClient } from "./client.js";
 import { fetchJson, joinParts } from "./replay.js";
@@ -193,7 +194,7 @@ export class LiveFeed extends Feed {
     const n = this.state.steps.length;
     const texts = {
       busy: () => `Server busy: ${this.notice.reason}. Press Play to retry.`,
-      error: () => `Error ${this.notice.code}: ${this.notice.message}`,
+      error: () => errorWords(this.notice),
       connecting: () => "Connecting to the server…",
       loading: () => "Loading the model…",
       queued: () => this.state.status.message,

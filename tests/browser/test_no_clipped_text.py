@@ -83,6 +83,7 @@ def test_the_error_banner_wraps_its_whole_message(themed, site_url):
     banner = page.locator("#status-banner")
     expect(banner).to_have_attribute("data-kind", "error", timeout=60_000)
     expect(banner).to_contain_text("the model's own context window is")  # the end of the message, not an ellipsis
+    expect(banner).to_contain_text("Change it and press Play again. (out_of_range)")  # what to do now (error-words.js)
     lines = banner.evaluate("e => e.clientHeight / parseFloat(getComputedStyle(e).lineHeight)")
     assert lines > 1.8, "a message this long takes more than one line"
     assert [c for c in clipped(page) if "status-banner" in c] == []

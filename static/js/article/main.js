@@ -3,6 +3,7 @@
 // page (shared state), controls, chrome (banner, reply, buttons), diagrams, recordings (replays, examples, the
 // step bar) and requests (what the diagrams ask of the server).
 import { RunRecorder } from "../save-run.js";
+import { errorWords } from "../error-words.js";
 import { addMessage, bindRanges } from "../prompt-form.js";
 import { $, changed, client, onChange, page, state, workshop } from "./page.js";
 import { bindButtons } from "./controls.js";
@@ -18,7 +19,7 @@ const RUN_MESSAGES = new Set(["prefill", "step", "done", "check", "detail", "ret
 /** The banner a message deserves (a refusal, a busy server), or none once a run carries on. */
 function noteBanner(msg) {
   if (msg.type === "error") {
-    page.banner = { kind: "error", at: Date.now(), text: `Error ${msg.code}: ${msg.message}${msg.field ? ` (${msg.field})` : ""}` };
+    page.banner = { kind: "error", at: Date.now(), text: errorWords(msg) }; // a sentence for the reader, with its code
   } else if (msg.type === "busy" && !msg.what) { // a refused measurement (it names its `what`) is its diagram's to show
     page.banner = { kind: "busy", reason: msg.reason, until: Date.now() + 1000 * (msg.retry_after_s || 0) };
   } else if (msg.type === "status" && msg.reason === "left_queue") {
