@@ -85,9 +85,10 @@ function renderStats(s) {
     : `${m.spec}: not loaded yet (it loads on the first run)`);
   stat("device", s.device.name);
   if (s.workers) {  // REDIS_URL mode: the model runs on inference workers
-    stat("workers", s.workers.map((w) => `${w.worker} on ${w.device.name}: ${w.sessions} sessions, `
+    stat("workers", s.workers.map((w) => `${w.worker} (${w.model?.name ?? "model loading"}) on ${w.device.name}: ${w.sessions} sessions, `
       + `${w.generations.active} of ${w.generations.limit} generating, queue `
-      + `${Object.values(w.queue).reduce((a, b) => a + b, 0)}, ${bytes(w.device.memory.used_bytes)} used`).join("; ")
+      + `${Object.values(w.queue).reduce((a, b) => a + b, 0)}, ${w.start_line ?? 0} in line to start, `
+      + `${bytes(w.device.memory.used_bytes)} ${w.device.memory.kind === "cuda" ? "on the GPU" : "resident"}`).join("; ")
       || "none answering yet: loading the model, or restarting");
     const warning = $("#workers-warning");
     const silent = s.workers_silent || [];
