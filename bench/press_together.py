@@ -16,7 +16,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from workshop import MAX_STUDENTS, Socket, Workshop, free_port, percentile
+from classroom import MAX_STUDENTS, Socket, Workshop, free_port, percentile
 
 
 def queued(m: dict) -> bool:
