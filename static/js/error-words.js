@@ -6,19 +6,20 @@
 
 const plain = (message) => String(message ?? "").replace(/[.\s]+$/, "");
 const reload = "Reload the page and try again.";
+const change = "Change it and press Play again.";
 
 const SAYS = {
   bad_json: () => `The page sent the server something it could not read. ${reload}`,
   binary_frame: () => `The page sent the server something it could not read. ${reload}`,
   unknown_type: () => `The page asked the server for something it does not do. ${reload}`,
   missing_field: (m) => `The page left something out (${plain(m)}). ${reload}`,
-  wrong_type: (m) => `A setting has the wrong kind of value: ${plain(m)}. Change it and press Play again.`,
+  wrong_type: (m) => `A setting has the wrong kind of value: ${plain(m)}. ${change}`,
   frame_too_large: () => "That is too much to send at once. Shorten the prompt and press Play again.",
-  out_of_range: (m) => `${plain(m)}. Change it and press Play again.`,
-  invalid_value: (m) => `${plain(m)}. Change it and press Play again.`,
+  out_of_range: (m) => `${plain(m)}. ${change}`,
+  invalid_value: (m) => `${plain(m)}. ${change}`,
   unknown_param: (m) => `${plain(m)}. ${reload}`,
-  invalid_param: (m) => `${plain(m)}. Change it and press Play again.`,
-  invalid_prompt: (m) => `The prompt cannot be run as it is: ${plain(m)}. Change it and press Play again.`,
+  invalid_param: (m) => `${plain(m)}. ${change}`,
+  invalid_prompt: (m) => `The prompt cannot be run as it is: ${plain(m)}. ${change}`,
   context_window: (m) => `${plain(m)}. Shorten the prompt or ask for fewer new tokens, then press Play.`,
   invalid_state: (m) => `That button does not apply right now (${plain(m)}).`,
   finished: () => "This run has finished. Press Play to start a new one, or fork it at a step.",

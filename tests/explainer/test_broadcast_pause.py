@@ -54,16 +54,22 @@ def broadcast_news(check):
     return lambda m: m["type"] == "workshop" and check(m["broadcast"])
 
 
-@DB
-async def test_a_host_who_leaves_and_comes_back_takes_the_paused_broadcast_back(settings):
-    """A reload or a dropped connection is not the end of the class: the room keeps the broadcast, is told until
-    when, and the host's next page drives it on."""
+async def host_leaves_a_paused_broadcast():
+    """A follower of a paused broadcast whose host's socket has just closed."""
     follower = await visitor()
     await follow(follower)
     host = await logged_in_host()
     await host.send_json_to(PAUSED)
     await until(follower, lambda m: m["type"] == "status" and m["state"] == "paused")
     await close(host)
+    return follower
+
+
+@DB
+async def test_a_host_who_leaves_and_comes_back_takes_the_paused_broadcast_back(settings):
+    """A reload or a dropped connection is not the end of the class: the room keeps the broadcast, is told until
+    when, and the host's next page drives it on."""
+    follower = await host_leaves_a_paused_broadcast()
     away = (await until(follower, broadcast_news(lambda b: "host_away_until" in b)))[-1]
     assert away["host_live"] and away["broadcast"]["state"] == "paused"
     assert away["broadcast"]["host_away_until"] > 0
@@ -82,12 +88,7 @@ async def test_a_host_who_leaves_and_comes_back_takes_the_paused_broadcast_back(
 @DB
 async def test_a_broadcast_ends_with_a_note_once_the_host_has_been_gone_too_long(settings):
     settings.EXPLAINER_HOST_GONE_S = 0.5
-    follower = await visitor()
-    await follow(follower)
-    host = await logged_in_host()
-    await host.send_json_to(PAUSED)
-    await until(follower, lambda m: m["type"] == "status" and m["state"] == "paused")
-    await close(host)
+    follower = await host_leaves_a_paused_broadcast()
     news = (await until(follower, broadcast_news(lambda b: b.get("state") == "ended")))[-1]
     assert news["broadcast"]["stop_reason"] == "host_left" and news["host_live"] is False
     await settled(lambda: live_sessions() == 0, "the broadcast's session closed")
@@ -97,12 +98,7 @@ async def test_a_broadcast_ends_with_a_note_once_the_host_has_been_gone_too_long
 @DB
 async def test_with_no_grace_the_broadcast_ends_when_the_host_leaves(settings):
     settings.EXPLAINER_HOST_GONE_S = 0
-    follower = await visitor()
-    await follow(follower)
-    host = await logged_in_host()
-    await host.send_json_to(PAUSED)
-    await until(follower, lambda m: m["type"] == "status" and m["state"] == "paused")
-    await close(host)
+    follower = await host_leaves_a_paused_broadcast()
     news = (await until(follower, broadcast_news(lambda b: b.get("state") == "ended")))[-1]
     assert news["broadcast"]["stop_reason"] == "host_left" and "host_away_until" not in news["broadcast"]
     await close(follower)

@@ -36,15 +36,28 @@ async def free_a_slot(holder) -> None:
     await until(holder, lambda m: m["type"] == "status" and m["state"] == "finished")
 
 
-async def test_a_full_house_waits_in_line_and_runs_in_order_with_no_second_press(settings):
-    holders = await hold_every_slot(settings)
+async def two_in_line() -> tuple:
+    """Two more visitors start while every slot is held: the third and fourth, with the places they were told."""
     third, fourth = await connect(), await connect()
     await third.send_json_to(START)
-    first_place = (await until(third, queued))[-1]
+    third_place = (await until(third, queued))[-1]
+    await fourth.send_json_to(START)
+    fourth_place = (await until(fourth, queued))[-1]
+    return third, fourth, third_place, fourth_place
+
+
+async def all_given_back(*comms) -> None:
+    for comm in comms:
+        await comm.disconnect()
+    await settled(lambda: generating.active == 0 and not len(local_queue), "every slot and place given back")
+
+
+async def test_a_full_house_waits_in_line_and_runs_in_order_with_no_second_press(settings):
+    holders = await hold_every_slot(settings)
+    third, fourth, first_place, second_place = await two_in_line()
     assert (first_place["position"], first_place["run_state"]) == (1, "queued")
     assert "1st in line" in first_place["message"]
-    await fourth.send_json_to(START)
-    assert (await until(fourth, queued))[-1]["position"] == 2
+    assert second_place["position"] == 2
     assert room_stats.server_stats()["start_line"] == 2  # the workshop host's page: "waiting in line to start"
     await free_a_slot(holders[0])
     seen = await until(third, "done")
@@ -55,18 +68,13 @@ async def test_a_full_house_waits_in_line_and_runs_in_order_with_no_second_press
     assert moved[-1]["type"] == "session" or moved[-1]["position"] == 1
     await until(fourth, "done")  # third's slot came back: fourth's turn, again with no second press
     await free_a_slot(holders[1])
-    for comm in (*holders, third, fourth):
-        await comm.disconnect()
-    await settled(lambda: generating.active == 0 and not len(local_queue), "every slot and place given back")
+    await all_given_back(*holders, third, fourth)
 
 
 async def test_stop_leaves_the_line_and_the_next_moves_up(settings):
     holders = await hold_every_slot(settings)
-    third, fourth = await connect(), await connect()
-    await third.send_json_to(START)
-    await until(third, queued)
-    await fourth.send_json_to(START)
-    assert (await until(fourth, queued))[-1]["position"] == 2
+    third, fourth, _, second_place = await two_in_line()
+    assert second_place["position"] == 2
     await third.send_json_to({"type": "stop"})
     left = (await until(third, lambda m: m["type"] == "status" and m["state"] == "idle"))[-1]
     assert left["reason"] == "left_queue" and "left the queue" in left["message"]
@@ -78,26 +86,18 @@ async def test_stop_leaves_the_line_and_the_next_moves_up(settings):
         await free_a_slot(holder)
     await until(fourth, "done")
     await until(third, "done")
-    for comm in (*holders, third, fourth):
-        await comm.disconnect()
-    await settled(lambda: generating.active == 0 and not len(local_queue), "every slot and place given back")
+    await all_given_back(*holders, third, fourth)
 
 
 async def test_a_closed_socket_gives_its_place_back(settings):
     holders = await hold_every_slot(settings)
-    third, fourth = await connect(), await connect()
-    await third.send_json_to(START)
-    await until(third, queued)
-    await fourth.send_json_to(START)
-    await until(fourth, queued)
+    third, fourth, _, _ = await two_in_line()
     await third.disconnect()
     assert (await until(fourth, queued))[-1]["position"] == 1
     await settled(lambda: len(local_queue) == 1, "the closed socket's place given back")
     await free_a_slot(holders[0])
     await until(fourth, "done")
-    for comm in (*holders, fourth):
-        await comm.disconnect()
-    await settled(lambda: generating.active == 0 and not len(local_queue), "every slot and place given back")
+    await all_given_back(*holders, fourth)
 
 
 async def test_past_the_bound_a_start_hears_busy(settings):
@@ -111,9 +111,7 @@ async def test_past_the_bound_a_start_hears_busy(settings):
     assert busy["type"] == "busy" and "1 starts are waiting" in busy["reason"]
     await third.send_json_to({"type": "stop"})
     await until(third, lambda m: m.get("reason") == "left_queue")
-    for comm in (*holders, third, fourth):
-        await comm.disconnect()
-    await settled(lambda: generating.active == 0 and not len(local_queue), "every slot and place given back")
+    await all_given_back(*holders, third, fourth)
 
 
 def test_the_place_reads_as_a_person_says_it():

@@ -24,10 +24,6 @@ class Capacity:
     def limit(self) -> int:
         return settings.EXPLAINER_MAX_SESSIONS
 
-    def full(self, limit: int | None = None) -> bool:
-        """Every slot is taken (the host's lower limit, if given): a start waits in line."""
-        return self.active >= (self.limit if limit is None else min(limit, self.limit))
-
     def address_refusal(self, address: str | None) -> str | None:
         """Why this address may take no slot now (its own cap), whatever the line: `busy`, never a wait."""
         per_address = per_address_limit()

@@ -14,8 +14,8 @@ import threading
 from django.conf import settings
 
 from explainer.messages import status_payload
+from explainer.services.run.control import QUEUED  # the `status` state of a start waiting in line
 
-QUEUED = "queued"  # the `status` state of a start waiting in line
 LEFT_QUEUE = "left_queue"  # the `reason` of the idle status a stop in line gets
 LEFT_MESSAGE = "You left the queue. Press Play to join it again."
 HOLD_WEIGHT = 0.3  # how much one finished run moves the mean time a run holds its slot (an EWMA)

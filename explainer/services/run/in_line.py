@@ -25,11 +25,12 @@ class InLine:
         """Take a slot now, or join the line (self.ticket); else the `busy` reason (the address's own cap, or a
         full line). A host's broadcast never waits in line: it takes a free slot ahead of the line, or hears `busy`."""
         self.ticket, self.slot_limit = None, slots
-        if self.keep_while_connected or not len(local_queue):
+        if self.keep_while_connected:
             if (refused := generating.refusal(slots, self.address)) is None:
                 self._took_slot()
-            if refused is None or self.keep_while_connected:
-                return refused
+            return refused
+        if not len(local_queue) and self._try_slot():
+            return None
         if (refused := generating.address_refusal(self.address)) is not None:
             return refused
         self.ticket = local_queue.join()

@@ -20,14 +20,19 @@ remote_queue = StartQueue()  # this process's line for every worker's slots
 unanswered = Counter()  # worker -> starts sent from this process that it has not answered yet
 
 
+def claimed(pong: dict) -> int:
+    """A worker's slots spoken for: runs generating, starts in its own line, and starts its last pong cannot know."""
+    return pong["active"] + pong.get("queued", 0) + unanswered[pong["worker"]]
+
+
 def room(pong: dict) -> int:
-    """Free slots on a worker, counting what its last pong cannot know yet."""
-    return pong["limit"] - pong["active"] - pong.get("queued", 0) - unanswered[pong["worker"]]
+    """Free slots on a worker."""
+    return pong["limit"] - claimed(pong)
 
 
 def load(pong: dict) -> tuple[int, int]:
-    """Runs generating first, then sessions held: a paused session holds no slot but keeps its KV cache there."""
-    return pong["active"] + pong.get("queued", 0) + unanswered[pong["worker"]], pong.get("sessions", 0)
+    """Slots spoken for first, then sessions held: a paused session holds no slot but keeps its KV cache there."""
+    return claimed(pong), pong.get("sessions", 0)
 
 
 def least_loaded(pongs: list[dict]) -> str:

@@ -17,8 +17,9 @@ import time
 from channels.exceptions import ChannelFull
 from django.conf import settings
 
-from explainer.protocol import encode_frame, json_object
+from explainer.protocol import encode_frame, integer, json_object
 from explainer.services.run import placement
+from explainer.services.run.visitor_run import MAX_ACK
 from explainer.services.workshop import policy
 from explainer.services.workshop.following import GROUP
 
@@ -87,9 +88,8 @@ class BroadcastRelay:
         self.host, self.acks_from = host, self.frames
 
     async def ack(self, message: dict) -> None:
-        received = message.get("received")
-        if isinstance(received, int) and not isinstance(received, bool):
-            await self.run.ack({"type": "ack", "received": self.acks_from + received})
+        received = integer(message, "received", 0, MAX_ACK)  # refused by name, as a visitor's own ack is
+        await self.run.ack({"type": "ack", "received": self.acks_from + received})
 
     async def close(self) -> None:
         """End the run and stop listening (the relay is done with)."""
