@@ -152,8 +152,10 @@ export async function runRecordingLive(id) {
 export function loadExamples(indexUrl) {
   page.examples = new ExamplePicker($("#example-bar"), indexUrl, (recording, byVisitor, whole) => {
     if (whole) return page.mode === "example" && !page.starting && showWhole(recording); // not under a run's start
-    if (page.mode === "live" && !byVisitor) return false; // the visitor's own run came first
-    if (page.mode === "live" && LIVE.has(runPhase())) stopRun(); // the visitor picked a recording over the run going on
+    // The visitor's own run came first, or is on its way (in the start line, or prefilling): its status stays.
+    const ownRun = page.mode === "live" || page.starting;
+    if (ownRun && !byVisitor) return false;
+    if (ownRun && LIVE.has(runPhase())) stopRun(); // the visitor picked a recording over the run going on
     showRecording(recording, "example");
     if (byVisitor) fillForm(recording.messages, recording.params);
     return true;
