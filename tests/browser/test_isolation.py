@@ -43,7 +43,9 @@ def draw_all(page) -> None:
     """Scroll every element on screen (they render when seen) and wait until each has drawn."""
     scroll_through(page)
     for name in ELEMENTS:
-        page.locator(f"he-{name}").scroll_into_view_if_needed()
+        # Scroll by script: Playwright's own scroll waits for the box to hold still, and under load the
+        # elements above it (drawing as they come on screen) keep pushing it down for longer than its timeout.
+        page.locator(f"he-{name}").evaluate("(node) => node.scrollIntoView({block: 'center'})")
         page.wait_for_selector(f"he-{name}[data-rendered]", state="attached", timeout=20_000)
     page.wait_for_timeout(300)
 
