@@ -1,4 +1,4 @@
-"""CORS for what other sites' pages load from Hit Enter (docs/embedding.md): the static files and GET /api/runs/<id>.
+"""CORS for what other sites' pages load from Hit Enter (docs/embedding.md): the static files and the recordings.
 
 An ASGI wrapper, not Django middleware, so that it sees every response, the static files included (WhiteNoise
 answers them before the middleware after it runs). Only reads (GET, HEAD and their OPTIONS preflights) are shared:
@@ -9,7 +9,8 @@ import re
 from django.conf import settings
 
 READ_METHODS = ("GET", "HEAD", "OPTIONS")
-RECORDING_PATH = re.compile(r"^/api/runs/[^/]+$")
+# A recording, a recording's slice for one section, a shipped example's slice (docs/embedding.md).
+RECORDING_PATH = re.compile(r"^/api/(runs/[^/]+|runs/[^/]+/[-\w]+|examples/[-\w]+/[-\w]+)$")
 CORS_HEADERS = [
     (b"access-control-allow-origin", b"*"),
     # Pages with Cross-Origin-Embedder-Policy load the stylesheets only if we say they may.

@@ -11,7 +11,7 @@ from django.templatetags.static import static
 from django.views.decorators.http import require_http_methods
 
 from explainer.models import RecordedRun
-from explainer.services import recordings
+from explainer.services import recordings, slices
 
 # section slug (the element is <he-SLUG>) -> (the article's anchor, the section's title)
 SECTIONS = {
@@ -47,6 +47,7 @@ CHOICE_PARAMS = ("step", "layer", "head", "controls", "caption")
 ASSETS = re.compile(r"(?!.*//)(?!.*\.\.\.)[A-Za-z0-9_.~/-]*/\Z")
 DEFAULT_PROMPT = "The mole on my face may need a biopsy. Explain this simply."
 THEMES = ("auto", "light", "dark")  # an element's `theme` attribute, an iframe's ?theme=
+CAPTION_CHARS = 300  # an author's own caption (lib/choose.js, CAPTION_CHARS)
 MAX_ATTRIBUTE_CHARS = 2000  # a query string is no place for a document; the server caps the prompt anyway
 
 
@@ -73,7 +74,7 @@ def _run_or_404(run_id: str) -> str:
 
 def choices(query) -> list[tuple[str, str]]:
     """`step`, `layer`, `head`, `controls`, `caption` as given (the element resolves them, lib/choose.js)."""
-    return [(name, query[name][:40]) for name in CHOICE_PARAMS if query.get(name, "") != ""]
+    return [(name, query[name][:CAPTION_CHARS if name == "caption" else 40]) for name in CHOICE_PARAMS if query.get(name, "") != ""]
 
 
 def element_attributes(query) -> list[tuple[str, str]]:
@@ -110,13 +111,23 @@ def embed_section(request, section: str):
     })
 
 
-def recording_of(request, attributes) -> dict:
-    """The recording a static page inlines: a saved run as GET /api/runs/<id> returns it, or a shipped example."""
+def recording_of(request, attributes, section: str) -> dict:
+    """The recording a static page inlines, cut to what `section` draws: a saved run (as GET /api/runs/<id>/<section>
+    returns it) or a shipped example."""
     kind, value = attributes[0]
     if kind == "run":
         data = recordings.as_json(recordings.load(value))  # RecordingError if it cannot be read or replayed
-        return {**data, "article_url": request.build_absolute_uri(data["url"])}
-    with open(finders.find(f"examples/{value}.json"), encoding="utf-8") as file:
+        data = {**data, "article_url": request.build_absolute_uri(data["url"])}
+    else:
+        data = example_recording(value)
+    return slices.slice_recording(data, section, SECTIONS)
+
+
+def example_recording(example: str) -> dict | None:
+    """A shipped example's recording file (static/examples/), or None when none ships by that id."""
+    if example not in example_ids():
+        return None
+    with open(finders.find(f"examples/{example}.json"), encoding="utf-8") as file:
         return json.load(file)
 
 
@@ -135,7 +146,7 @@ def embed_static(request, section: str):
     attributes = element_attributes(request.GET)
     run_id = attributes[0][1] if attributes[0][0] == "run" else None
     try:
-        recording = recording_of(request, attributes)
+        recording = recording_of(request, attributes, section)
     except recordings.RecordingError as exc:  # a named page, as the replay page gives
         return render(request, "recording_error.html", {"error": exc}, status=exc.status)
     theme = embed_theme(request.GET)

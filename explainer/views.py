@@ -6,8 +6,9 @@ from django.shortcuts import render
 from django.views.decorators.csrf import ensure_csrf_cookie
 from django.views.decorators.http import require_http_methods
 
+from explainer.embeds import SECTIONS, example_recording
 from explainer.services.device import model_registry
-from explainer.services import recordings
+from explainer.services import recordings, slices
 from explainer.services.admission import limits
 from explainer.services.admission.capacity import generating
 
@@ -75,6 +76,40 @@ def get_run(request, run_id: str):
         return _refused(exc)
     # Absolute: a copy of the recording hosted elsewhere still links back to its replay here (docs/embedding.md).
     return JsonResponse({**data, "article_url": request.build_absolute_uri(data["url"])})
+
+
+# A recording never changes once saved, nor does a shipped example within a release: a year, as static files get.
+SLICE_CACHE = "public, max-age=31536000, immutable"
+
+
+def _slice_response(recording: dict, section: str) -> JsonResponse:
+    if section not in SECTIONS:
+        return _error("not_found", f"no section {section[:40]!r}; one of {', '.join(SECTIONS)}", "section", status=404)
+    response = JsonResponse(slices.slice_recording(recording, section, SECTIONS))
+    response["Cache-Control"] = SLICE_CACHE
+    return response
+
+
+@require_http_methods(["GET", "HEAD"])
+def get_run_section(request, run_id: str, section: str):
+    """The recording cut to what one section draws (an embed's download); cached for good, compressed."""
+    try:
+        run = recordings.load(run_id)
+        if run is None:
+            return _error("not_found", "no recorded run with this id", "id", status=404)
+        data = recordings.as_json(run)
+    except recordings.RecordingError as exc:
+        return _refused(exc)
+    return _slice_response({**data, "article_url": request.build_absolute_uri(data["url"])}, section)
+
+
+@require_http_methods(["GET", "HEAD"])
+def get_example_section(request, example: str, section: str):
+    """A shipped example (static/examples/) cut to what one section draws."""
+    recording = example_recording(example)
+    if recording is None:
+        return _error("not_found", "no example run with this id", "id", status=404)
+    return _slice_response(recording, section)
 
 
 @require_http_methods(["GET", "HEAD"])

@@ -68,15 +68,16 @@ class Feed extends EventTarget {
 // The shipped example runs (static/examples/, listed in index.json), next to this module's folder.
 const EXAMPLES = new URL("../examples/", import.meta.url);
 const NOTICE_MS = 6000; // a refusal stays in the caption this long once the run carries on
+const UNREACHABLE_MS = 10_000; // connecting this long without an open socket: the server is said to be gone
 
 /**
  * A recording (GET /api/runs/<id>), a shipped example, or any recording file (`src`: a URL, or "#id" of a
  * <script type="application/json"> on the page): no model, no socket; requests are ignored.
  */
 export class ReplayFeed extends Feed {
-  constructor(origin, { run = null, example = null, src = null }) {
+  constructor(origin, { run = null, example = null, src = null }, section = null) {
     super(origin);
-    Object.assign(this, { runId: run, example, src, phase: "loading", text: "Loading the recording…", recording: null });
+    Object.assign(this, { runId: run, example, src, section, phase: "loading", text: "Loading the recording…", recording: null });
     this.state.forkable = false;  // no live run to continue from another token: the diagrams offer no fork
   }
 
@@ -89,19 +90,37 @@ export class ReplayFeed extends Feed {
     return `${this.origin}/`;
   }
 
-  async #url() {
-    if (this.src) return this.src;
-    if (this.runId) return `${this.origin}/api/runs/${encodeURIComponent(this.runId)}`;
+  /** What to fetch: a saved run or a shipped example cut to this feed's section (GET /api/runs/<id>/<section>). */
+  #url() {
+    const part = this.section ? `/${encodeURIComponent(this.section)}` : "";
+    if (this.runId) return `${this.origin}/api/runs/${encodeURIComponent(this.runId)}${part}`;
+    return `${this.origin}/api/examples/${encodeURIComponent(this.example)}${part}`;
+  }
+
+  /** A shipped example's whole file, next to this module: a copy of static/ served without the server has no API. */
+  async #exampleFile() {
     const entry = (await fetchJson(new URL("index.json", EXAMPLES))).find((e) => e.id === this.example);
     if (!entry) throw new Error(`there is no example run "${this.example}"`);
-    return new URL(entry.file, EXAMPLES).href;
+    return fetchJson(new URL(entry.file, EXAMPLES).href);
   }
 
   async #recording() {
-    if (!this.src?.startsWith("#")) return fetchJson(await this.#url());
-    const script = document.getElementById(this.src.slice(1));
-    if (!script) throw new Error(`there is no element ${this.src} on the page`);
-    return JSON.parse(script.textContent);
+    if (this.src && !this.src.startsWith("#")) return fetchJson(this.src);
+    if (this.src) {
+      const script = document.getElementById(this.src.slice(1));
+      if (!script) throw new Error(`there is no element ${this.src} on the page`);
+      return JSON.parse(script.textContent);
+    }
+    if (!this.example) return fetchJson(this.#url());
+    return fetchJson(this.#url()).catch(() => this.#exampleFile());
+  }
+
+  /** A slice (docs/embedding.md) drawn by a section it was not cut for would show empty diagrams: refused by name. */
+  #checkSlice(recording) {
+    const slice = recording.slice;
+    if (!slice || !this.section || (Array.isArray(slice.draws) && slice.draws.includes(this.section))) return;
+    throw new Error(`this file is the ${slice.section} slice of a recording, without what the ${this.section} diagram draws; `
+      + `download the ${this.section} slice or the whole recording`);
   }
 
   /** Only a measurement asks for an answer; a replay has no server, so it settles with a refusal. */
@@ -115,6 +134,7 @@ export class ReplayFeed extends Feed {
     try {
       const recording = await this.#recording();
       if (!Array.isArray(recording?.payloads)) throw new Error("it is not a recording (no payloads)");
+      this.#checkSlice(recording);
       this.recording = recording;
       for (const payload of joinParts(recording.payloads)) this.state.apply(payload);
       this.phase = "replay";
@@ -139,6 +159,22 @@ export class LiveFeed extends Feed {
     this.started = false; // a run was asked for (autostart goes once)
     this.connection = "closed";
     this.notice = null;   // the last error or busy message, until the next run begins
+    this.lostSince = null; // when the socket was last asked for and not open (null: open, or never asked)
+    this.lostTimer = 0;
+  }
+
+  /** Whether the server has been out of reach for UNREACHABLE_MS (the socket keeps retrying meanwhile). */
+  get unreachable() { return this.lostSince != null && Date.now() - this.lostSince >= UNREACHABLE_MS; }
+
+  #onState(state) {
+    this.connection = state;
+    clearTimeout(this.lostTimer);
+    if (state === "open") this.lostSince = null;
+    else {
+      this.lostSince ??= Date.now();
+      this.lostTimer = setTimeout(() => this.publish(), Math.max(0, this.lostSince + UNREACHABLE_MS - Date.now()) + 50);
+    }
+    this.publish();
   }
 
   get articleUrl() { return `${this.origin}/`; }
@@ -165,10 +201,7 @@ export class LiveFeed extends Feed {
     if (this.client) return this.client;
     this.client = new SessionClient(this.socketUrl);
     this.client.addEventListener("message", (event) => this.#onMessage(event.detail));
-    this.client.addEventListener("state", (event) => {
-      this.connection = event.detail.state;
-      this.publish();
-    });
+    this.client.addEventListener("state", (event) => this.#onState(event.detail.state));
     return this.client.connect();
   }
 
@@ -179,11 +212,11 @@ export class LiveFeed extends Feed {
     this.publish();
   }
 
-  /** Where the run is: idle / connecting / queued / prefilling / running / paused / finished / error / busy. */
+  /** Where the run is: idle / connecting / unreachable / queued / prefilling / running / paused / finished / error / busy. */
   get phase() {
     const status = this.state.status?.state;
     if (this.notice) return this.notice.type === "busy" ? "busy" : "error";
-    if (this.client && this.connection !== "open") return "connecting";
+    if (this.client && this.connection !== "open") return this.unreachable ? "unreachable" : "connecting";
     if (status === "finished" || (this.state.done && status !== "running")) return "finished";
     if (["running", "paused", "loading", "queued", "prefilling"].includes(status)) return status;
     if (status === "idle") return "idle"; // it left the line before its turn
@@ -196,6 +229,7 @@ export class LiveFeed extends Feed {
       busy: () => `Server busy: ${this.notice.reason}. Press Play to retry.`,
       error: () => errorWords(this.notice),
       connecting: () => "Connecting to the server…",
+      unreachable: () => `The Hit Enter server at ${new URL(this.origin).host} is not reachable; retrying.`,
       loading: () => "Loading the model…",
       queued: () => this.state.status.message,
       prefilling: () => prefillText(this.state.status),
@@ -229,8 +263,10 @@ export class FeedRegistry {
     if (src || run || example) {
       const source = src ? { src } : run ? { run } : { example };
       const [kind, value] = Object.entries(source)[0];
-      return this.#get(`${kind}:${value}`, () => {
-        const feed = new ReplayFeed(this.origin, source);
+      // One feed per section: each downloads only what its diagram draws (a slice, GET /api/runs/<id>/<section>).
+      const section = element.localName.slice(3);
+      return this.#get(`${kind}:${value}:${section}`, () => {
+        const feed = new ReplayFeed(this.origin, source, section);
         feed.load();
         return feed;
       });

@@ -17,14 +17,14 @@ def record(site_url: str) -> tuple[str, list[dict]]:
     return save(site_url, recording["payloads"]), recording["payloads"]
 
 
-def save(site_url: str, payloads: list[dict]) -> str:
-    """POST these payloads as the bundled model's run of MESSAGES; the recording's page URL."""
+def save(site_url: str, payloads: list[dict], recording: dict | None = None) -> str:
+    """POST these payloads as the bundled model's run of MESSAGES (or as `recording` says); the recording's page URL."""
     jar = CookieJar()
     opener = urllib.request.build_opener(urllib.request.HTTPCookieProcessor(jar))
     opener.open(site_url + "/")
     token = next(c.value for c in jar if c.name == "csrftoken")
-    body = json.dumps({"messages": MESSAGES, "params": {"max_new_tokens": 8, "seed": 3}, "seed": 3,
-                       "model_spec": "bundled", "payloads": payloads}).encode()
+    given = {"messages": MESSAGES, "params": {"max_new_tokens": 8, "seed": 3}, "seed": 3, "model_spec": "bundled"}
+    body = json.dumps({**given, **(recording or {}), "payloads": payloads}).encode()
     request = urllib.request.Request(site_url + "/api/runs", data=body, method="POST", headers={
         "Content-Type": "application/json", "X-CSRFToken": token, "Referer": site_url + "/"})
     with opener.open(request) as response:

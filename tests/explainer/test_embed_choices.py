@@ -6,7 +6,7 @@ import re
 import pytest
 
 from explainer.embeds import CHOICE_PARAMS, SECTIONS, example_ids
-from explainer.services import recordings
+from explainer.services import recordings, slices
 from explainer.models import RecordedRun
 from tests.explainer.test_embeds import ROOT, element, run_id  # noqa: F401 (a fixture)
 from tests.explainer.test_recordings import recorded_payloads  # noqa: F401 (a fixture)
@@ -43,7 +43,9 @@ def test_static_page_inlines_the_saved_recording(client, run_id):
     assert element(page, "dice") == {"src": "#he-recording", "step": "2", "caption": "off"}
     recording = inlined(page)
     stored = recordings.as_json(RecordedRun.find(run_id))
-    assert recording["payloads"] == stored["payloads"] and recording["id"] == run_id
+    # The dice's slice: what the dice draws, as GET /api/runs/<id>/dice serves it.
+    assert recording == slices.slice_recording({**stored, "article_url": recording["article_url"]}, "dice", SECTIONS)
+    assert recording["slice"]["section"] == "dice" and recording["id"] == run_id
     assert recording["article_url"] == f"http://testserver/runs/{run_id}"
     assert f'href="http://testserver/runs/{run_id}#dice"' in page  # the full article, absolute: the file lives elsewhere
     assert '<script type="module" src="/static/js/embed.js"></script>' in page  # default: this server's static files
@@ -56,7 +58,7 @@ def test_static_page_of_an_example_with_relative_assets(client):
     first = example_ids()[0]
     page = client.get(f"/embed/tokens/static/?example={first}&assets=static/").content.decode()
     shipped = json.loads((ROOT / "static/examples" / f"{first}.json").read_text())
-    assert inlined(page)["payloads"] == shipped["payloads"]
+    assert inlined(page)["payloads"] == slices.slice_recording(shipped, "tokens", SECTIONS)["payloads"]
     assert '<script type="module" src="static/js/embed.js"></script>' in page
     for sheet in ("site.css", "embed.css"):  # the diagrams bring elements.css into their shadow roots
         assert f'<link rel="stylesheet" href="static/css/{sheet}">' in page
