@@ -8,15 +8,16 @@
 // each gets a caption linking back to the article, live ones a small prompt box, stepped ones a step scrubber
 // (`controls`, `caption`: lib/choose.js). One with none of them says so. The script also sizes
 // <iframe data-he-embed> embeds from their `he-embed-size` messages, and is the script of those iframes.
-import { FeedRegistry, LiveFeed, SECTIONS, anchorOf } from "./embed-driver.js";
+import { FeedRegistry, LiveFeed, ReplayFeed, SECTIONS, anchorOf } from "./embed-driver.js";
 import { addControl, el } from "./lib/base-element.js";
 import { addExportBar, sourceOfFeed } from "./export-bar.js";
-import { STEPPED, captionOn, controlsOf, resolveStep } from "./lib/choose.js";
+import { STEPPED, authorCaption, captionOn, controlsOf, resolveStep } from "./lib/choose.js";
 
 const ORIGIN = new URL(import.meta.url).origin;
 const ELEMENTS = SECTIONS.map((section) => `he-${section}`);
 const SOURCES = ["src", "run", "example", "prompt"];
 const NOTHING = "Nothing to show: give this element run=, example=, src= or prompt= (docs/embedding.md)";
+const TROUBLE = ["error", "busy", "unreachable"]; // phases whose caption is the feed's own, whatever the author wrote
 const feeds = new FeedRegistry(ORIGIN);
 const driven = new WeakSet();
 const emptyLines = new WeakMap(); // element -> its "nothing to show" line
@@ -44,9 +45,11 @@ function addCaption(element, feed) {
   const link = el("a", { target: "_blank", rel: "noopener" }, "Hit Enter — full article");
   const section = anchorOf(element.localName.slice(3));
   addControl(element, caption, "below");
+  const own = authorCaption(element.getAttribute("caption"));
   const update = () => {
     caption.dataset.state = feed.phase;
-    status.textContent = feed.text;
+    // The author's words replace the script's, except when the reader must know the run is not coming.
+    status.textContent = own && !TROUBLE.includes(feed.phase) ? own : feed.text;
     const article = element.getAttribute("article-href") || (feed.articleUrl && `${feed.articleUrl}#${section}`);
     if (isEmbedPage() || !article) return link.remove();
     link.href = article;
@@ -115,6 +118,41 @@ function loadElement(element) {
     .catch((err) => console.warn(`Hit Enter: diagram ${element.localName} did not load`, err));
 }
 
+// ---- when the data cannot come: the author's fallback content, not empty controls -------------------
+
+/** Whether the author put fallback content inside the element (shown until the diagram draws). */
+const hasFallback = (element) => [...element.childNodes].some((n) => n.nodeType === Node.ELEMENT_NODE || n.textContent.trim());
+const fallbackSlots = new WeakMap(); // element -> the <slot> that shows its fallback again in place of the diagram
+
+/** Show the fallback content instead of the drawn diagram (a live embed whose server is gone), or undo that. */
+function showFallback(element, on) {
+  if (!element.figure) return;
+  let slot = fallbackSlots.get(element);
+  if (on && !slot) fallbackSlots.set(element, slot = el("slot", { class: "he-fallback" }));
+  element.figure.hidden = on;
+  if (on) element.controlsAbove.after(slot);
+  else slot?.remove();
+}
+
+/**
+ * Follow the feed's health: a recording that failed keeps the fallback alone (no scrubber or export buttons for
+ * nothing; the caption's reason only where there is no fallback); a live server out of reach shows the fallback.
+ */
+function followHealth(element, feed, { scrubber, bar, caption }) {
+  const update = () => {
+    const failed = feed instanceof ReplayFeed && feed.phase === "error";
+    const gone = feed.phase === "unreachable" && feed.state.steps.length === 0;
+    const fallback = hasFallback(element);
+    element.toggleAttribute("data-he-failed", failed); // embed.css: no reserved height kept for a diagram that cannot come
+    for (const node of [scrubber, bar]) if (node) node.hidden = failed || gone;
+    if (caption) caption.hidden = failed && fallback;
+    if (failed && !fallback) console.warn(`Hit Enter: ${element.localName}: ${feed.text}`);
+    customElements.whenDefined(element.localName).then(() => showFallback(element, gone && fallback));
+  };
+  feed.addEventListener("change", update);
+  update();
+}
+
 // ---- driving the elements -------------------------------------------------------------------
 
 function drive(element) {
@@ -129,11 +167,12 @@ function drive(element) {
   const live = feed instanceof LiveFeed;
   loadElement(element);
   if (first && live && controls === "full") addPromptBox(element, feed);
-  if (controls !== "none" && STEPPED.includes(element.localName.slice(3))) addScrubber(element, feed);
+  const scrubber = controls !== "none" && STEPPED.includes(element.localName.slice(3)) ? addScrubber(element, feed) : null;
   feed.attach(element);
   // controls="none" is the bare diagram: no export buttons either.
-  if (controls !== "none") addExportBar(element, { source: async () => sourceOfFeed(feed), iframe: isEmbedPage() });
-  if (captionOn(element.getAttribute("caption"))) addCaption(element, feed);
+  const bar = controls !== "none" ? addExportBar(element, { source: async () => sourceOfFeed(feed), iframe: isEmbedPage() }) : null;
+  const caption = captionOn(element.getAttribute("caption")) ? addCaption(element, feed) : null;
+  followHealth(element, feed, { scrubber, bar, caption });
   // Without a prompt box nothing could press Play: a live diagram with fewer controls runs at once.
   const autostart = element.hasAttribute("autostart") || controls !== "full";
   if (live && autostart && !feed.started) feed.start();

@@ -56,8 +56,11 @@ export function embedSnippet(element, source, { iframe = false } = {}) {
   if (iframe) {
     const query = new URLSearchParams(pairs.map(([k, v]) => [k, k === "autostart" ? "1" : String(v)]));
     const height = Math.ceil(document.body.getBoundingClientRect().height) || 400;
-    return `<iframe data-he-embed src=${quote(`${HOST}/embed/${section}/?${query}`)} title=${quote(`Hit Enter: ${section}`)} `
-      + `width="100%" height="${height}" style="border: 0"></iframe>\n${script}\n`;
+    // The section's own title (the embed page's heading) names the frame for screen readers; clipboard-write lets
+    // the frame's own "Copy embed code" reach the clipboard on the author's page.
+    const title = document.querySelector(".he-embed-head h1")?.textContent.trim() || section;
+    return `<iframe data-he-embed src=${quote(`${HOST}/embed/${section}/?${query}`)} title=${quote(`Hit Enter: ${title}`)} `
+      + `allow="clipboard-write" width="100%" height="${height}" style="border: 0"></iframe>\n${script}\n`;
   }
   const attrs = pairs.map(([k, v]) => (k === "autostart" ? " autostart" : ` ${k}=${quote(v)}`)).join("");
   return `${script}\n<${element.localName}${attrs}></${element.localName}>\n`;

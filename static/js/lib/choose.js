@@ -65,6 +65,14 @@ export function controlsOf(attr) {
 
 /** The `caption` attribute: only "off" turns the caption line off. */
 export const captionOn = (attr) => (attr ?? "").trim().toLowerCase() !== "off";
+const CAPTION_WORDS = ["", "on", "off"]; // the attribute's own values; any other text is the author's caption
+export const CAPTION_CHARS = 300;
+
+/** The author's own caption text (`caption="…"`, shown as text, never HTML), or null for the script's own. */
+export function authorCaption(attr) {
+  const text = (attr ?? "").trim();
+  return CAPTION_WORDS.includes(text.toLowerCase()) ? null : text.slice(0, CAPTION_CHARS);
+}
 
 /** With controls other than "full" a diagram is a picture: its own buttons, sliders and menus are hidden. */
 export function applyControls(root, mode) {
