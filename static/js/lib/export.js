@@ -1,10 +1,16 @@
 // A rendered diagram as a standalone SVG, whatever drew it: HTML boxes become <rect>s, text runs become
 // <text> (text stays text, set through textContent, never markup), inline <svg> and <canvas> are copied in
-// place. PNG = that SVG drawn on a canvas. Used by export-bar.js on the article and in embeds.
+// place, text that CSS draws (`content`) included; the diagram's controls are left out. PNG = that SVG drawn on
+// a canvas. Used by export-bar.js on the article and in embeds.
 import { SvgWriter, backdrop, drawBox, drawOutline, num } from "./svg-boxes.js";
 
 const SKIP = new Set(["SCRIPT", "STYLE", "TEMPLATE", "LINK", "META", "OPTION", "DATALIST", "NOSCRIPT"]);
-const FORM = new Set(["SELECT", "INPUT", "TEXTAREA"]);
+// Controls are for the reader on the page, not part of the picture: a menu, button, slider or "Show as table"
+// toggle (a <details> with the table it opens) is left out, with the label that names it and a group of them
+// (a fork row, the measure bar with its status). Not painted, the space they took stays as drawn.
+const CONTROL = "button, select, input, textarea, details, [role=button], [role=slider], [role=spinbutton], [role=switch], "
+  + "[role=checkbox], [role=radio], [role=combobox], [role=listbox], [role=tab]";
+const CONTROL_GROUP = "[role=group], [role=toolbar], [role=radiogroup], [role=tablist], .he-measure-bar";
 // Computed properties copied onto an inline SVG's parts: its stylesheet rules do not travel with it.
 const SVG_PROPS = ["fill", "fill-opacity", "stroke", "stroke-width", "stroke-opacity", "stroke-dasharray", "opacity",
   "font-family", "font-size", "font-weight", "text-anchor", "dominant-baseline"];
@@ -111,16 +117,73 @@ function copySvg(w, parent, svg, box) {
   parent.append(copy);
 }
 
-/** What a form control shows: the chosen option of a <select>, an input's value. */
-function controlText(node) {
-  if (node.tagName === "SELECT") return node.selectedOptions[0]?.textContent ?? "";
-  if (node.type === "checkbox" || node.type === "radio") return node.checked ? "☑" : "☐";
-  if (node.type === "range" || node.type === "hidden" || node.type === "password") return "";
-  return node.value ?? "";
+/** A control, the label naming one, or a group holding them (see CONTROL). */
+function isControl(node) {
+  if (node.matches(CONTROL)) return true;
+  if (node.tagName === "LABEL") return Boolean(node.control?.matches(CONTROL));  // "Layer", "memory (GiB)"
+  return node.matches(CONTROL_GROUP) && Boolean(node.querySelector(CONTROL));  // a chart's focusable group stays
+}
+
+/** The text a pseudo-element's `content` draws: its strings and attr()s, up to an alternative text after "/". */
+function generatedText(node, cs) {
+  if (cs.display === "none") return "";
+  let text = "";
+  for (const [token, string, attr] of cs.content.matchAll(/"((?:[^"\\]|\\.)*)"|attr\(\s*([\w-]+)\s*\)|\//g)) {
+    if (token === "/") break;
+    text += string != null ? string.replace(/\\([0-9a-f]{1,6}) ?|\\(.)/gi, (_, hex, ch) => ch ?? String.fromCodePoint(parseInt(hex, 16)))
+      : node.getAttribute(attr) ?? "";
+  }
+  return text;
+}
+
+/** Every element under `root`, into open shadow roots (the walk draws those too). */
+function* elementsIn(root) {
+  for (const node of root.querySelectorAll("*")) {
+    yield node;
+    if (node.shadowRoot) yield* elementsIn(node.shadowRoot);
+  }
+}
+
+// Hides the pseudo-elements stood in for (below): an attribute names which, in the tree they are styled in.
+const UNDRAWN = new CSSStyleSheet();
+UNDRAWN.replaceSync("[data-he-export-pseudo~=before]::before, [data-he-export-pseudo~=after]::after { content: none !important }");
+
+/**
+ * Text drawn by CSS (`::before`/`::after` content: the "→" between stages) is in no DOM node for the walk to
+ * find: while the export runs, each such pseudo-element is replaced by a <span> with its computed style and
+ * text, which the layout puts where the pseudo-element was. Returns what puts everything back.
+ */
+function standInForPseudos(top) {
+  const undo = [], roots = new Set();
+  for (const node of [top, ...elementsIn(top), ...(top.shadowRoot ? elementsIn(top.shadowRoot) : [])]) {
+    if (node.closest(CONTROL)) continue;
+    const hidden = [];
+    for (const where of ["before", "after"]) {
+      const cs = getComputedStyle(node, `::${where}`);
+      const text = generatedText(node, cs);
+      if (!text) continue;
+      const span = document.createElement("span");
+      for (const prop of cs) if (prop !== "content") span.style.setProperty(prop, cs.getPropertyValue(prop));
+      span.textContent = text;
+      if (where === "before") node.prepend(span); else node.append(span);
+      hidden.push(where);
+      undo.push(() => span.remove());
+    }
+    if (!hidden.length) continue;
+    roots.add(node.getRootNode());
+    node.setAttribute("data-he-export-pseudo", hidden.join(" "));
+    undo.push(() => node.removeAttribute("data-he-export-pseudo"));
+  }
+  for (const root of roots) {
+    const sheets = root.adoptedStyleSheets;
+    root.adoptedStyleSheets = [...sheets, UNDRAWN];
+    undo.push(() => { root.adoptedStyleSheets = sheets; });
+  }
+  return () => undo.reverse().forEach((f) => f());
 }
 
 function walk(w, parent, node, origin) {
-  if (!(node instanceof Element) || SKIP.has(node.tagName)) return;
+  if (!(node instanceof Element) || SKIP.has(node.tagName) || isControl(node)) return;
   const cs = getComputedStyle(node);
   if (cs.display === "none" || Number(cs.opacity) === 0) return;
   const rect = node.getBoundingClientRect();
@@ -133,14 +196,6 @@ function walk(w, parent, node, origin) {
   if (shown && rect.width && rect.height) { drawBox(w, parent, box, cs); drawOutline(w, parent, box, cs); }
   if (node instanceof HTMLCanvasElement) {
     try { w.add(parent, "image", { x: num(box.x), y: num(box.y), width: num(box.width), height: num(box.height), href: node.toDataURL() }); } catch { /* a tainted canvas stays out */ }
-    return;
-  }
-  if (FORM.has(node.tagName)) {
-    const text = controlText(node);
-    if (shown && text) {
-      w.add(parent, "text", { x: num(box.x + 6), y: num(baseline(cs, rect.top, rect.height) - origin.y), fill: cs.color,
-        "font-family": cs.fontFamily, "font-size": cs.fontSize }, text);
-    }
     return;
   }
   const clipped = cs.overflowX !== "visible" || cs.overflowY !== "visible";
@@ -164,19 +219,24 @@ function visit(w, parent, node, cs, origin) {
  */
 export function diagramToSvg(element, title = element.localName) {
   const figure = element.figure?.isConnected ? element.figure : null;
-  const rect = (figure ?? element).getBoundingClientRect();
-  const origin = { x: rect.left, y: rect.top };
-  const w = new SvgWriter(rect.width, rect.height);
-  w.add(w.root, "title", {}, title);
-  w.add(w.root, "rect", { x: 0, y: 0, width: num(rect.width), height: num(rect.height), fill: backdrop(figure ?? element) });
-  const cs = getComputedStyle(element);
-  if (figure) walk(w, w.root, figure, origin);
-  else {
-    drawBox(w, w.root, { x: 0, y: 0, width: rect.width, height: rect.height }, cs);
-    for (const child of (element.shadowRoot ?? element).childNodes) visit(w, w.root, child, cs, origin);
+  const putBack = standInForPseudos(figure ?? element);
+  try {
+    const rect = (figure ?? element).getBoundingClientRect();
+    const origin = { x: rect.left, y: rect.top };
+    const w = new SvgWriter(rect.width, rect.height);
+    w.add(w.root, "title", {}, title);
+    w.add(w.root, "rect", { x: 0, y: 0, width: num(rect.width), height: num(rect.height), fill: backdrop(figure ?? element) });
+    const cs = getComputedStyle(element);
+    if (figure) walk(w, w.root, figure, origin);
+    else {
+      drawBox(w, w.root, { x: 0, y: 0, width: rect.width, height: rect.height }, cs);
+      for (const child of (element.shadowRoot ?? element).childNodes) visit(w, w.root, child, cs, origin);
+    }
+    const svg = `<?xml version="1.0" encoding="UTF-8"?>\n${new XMLSerializer().serializeToString(w.root)}\n`;
+    return { svg, width: rect.width, height: rect.height };
+  } finally {
+    putBack();  // the page as it was, whatever happened
   }
-  const svg = `<?xml version="1.0" encoding="UTF-8"?>\n${new XMLSerializer().serializeToString(w.root)}\n`;
-  return { svg, width: rect.width, height: rect.height };
 }
 
 /** That SVG drawn on a canvas at `scale` (2: sharp on high-density screens) as a PNG blob. */
