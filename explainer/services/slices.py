@@ -62,6 +62,19 @@ def draws(section: str, sections) -> list[str]:
     return [other for other in sections if heavy_fields(other) <= kept]
 
 
+def group_of(section: str) -> str:
+    """The name shared by the sections whose slices are the same bytes (the heavy fields they draw): "base" for none."""
+    return "-".join(sorted(heavy_fields(section))) or "base"
+
+
+def groups(sections) -> dict[str, list[str]]:
+    """Each slice group (group_of) -> its sections, in the order of `sections`."""
+    out: dict[str, list[str]] = {}
+    for section in sections:
+        out.setdefault(group_of(section), []).append(section)
+    return out
+
+
 def slice_recording(recording: dict, section: str, sections) -> dict:
     """The recording (as GET /api/runs/<id> returns it) with only what `section` draws, and a `slice` field saying so."""
     payloads = [sliced_payload(p, section) for p in joined(recording["payloads"])]

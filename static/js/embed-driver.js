@@ -90,18 +90,18 @@ export class ReplayFeed extends Feed {
     return `${this.origin}/`;
   }
 
-  /** What to fetch: a saved run or a shipped example cut to this feed's section (GET /api/runs/<id>/<section>). */
-  #url() {
+  /** A saved run cut to this feed's section (GET /api/runs/<id>/<section>), or the whole run for the article. */
+  #runUrl() {
     const part = this.section ? `/${encodeURIComponent(this.section)}` : "";
-    if (this.runId) return `${this.origin}/api/runs/${encodeURIComponent(this.runId)}${part}`;
-    return `${this.origin}/api/examples/${encodeURIComponent(this.example)}${part}`;
+    return `${this.origin}/api/runs/${encodeURIComponent(this.runId)}${part}`;
   }
 
-  /** A shipped example's whole file, next to this module: a copy of static/ served without the server has no API. */
+  /** A shipped example's file for this section (index.json's `slices`, else the whole run), next to this module:
+   * static files, so a copy of static/ served without the server slices as well (it has no API to ask). */
   async #exampleFile() {
     const entry = (await fetchJson(new URL("index.json", EXAMPLES))).find((e) => e.id === this.example);
     if (!entry) throw new Error(`there is no example run "${this.example}"`);
-    return fetchJson(new URL(entry.file, EXAMPLES).href);
+    return fetchJson(new URL(entry.slices?.[this.section] ?? entry.file, EXAMPLES).href);
   }
 
   async #recording() {
@@ -111,8 +111,7 @@ export class ReplayFeed extends Feed {
       if (!script) throw new Error(`there is no element ${this.src} on the page`);
       return JSON.parse(script.textContent);
     }
-    if (!this.example) return fetchJson(this.#url());
-    return fetchJson(this.#url()).catch(() => this.#exampleFile());
+    return this.example ? this.#exampleFile() : fetchJson(this.#runUrl());
   }
 
   /** A slice (docs/embedding.md) drawn by a section it was not cut for would show empty diagrams: refused by name. */

@@ -10,7 +10,8 @@ import pytest
 from explainer.management.commands.record_examples import (EXAMPLES, FIRST_PAINT_WIRE_BYTES, HEAVY_STEP_ATTENTION,
                                                           MAX_FILE_BYTES, MAX_WIRE_BYTES, MODEL_SPEC,
                                                           load_example_model, record)
-from explainer.services import recordings
+from explainer.embeds import SECTIONS
+from explainer.services import recordings, slices
 from inference.wire.schema import SCHEMA_VERSION
 from inference.wire.upgrades import with_defaults
 
@@ -27,8 +28,25 @@ def test_index_lists_every_example_with_the_default_prompt_first():
     assert len(INDEX) >= 3
     assert INDEX[0]["prompt"] == "The mole on my face may need a biopsy. Explain this simply."
     for n, entry in enumerate(INDEX):
-        assert set(entry) == {"id", "title", "prompt", "file"} | ({"first_paint"} if n == 0 else set())
+        assert set(entry) == {"id", "title", "prompt", "file", "slices"} | ({"first_paint"} if n == 0 else set())
         assert (FOLDER / entry["file"]).is_file()
+
+
+@pytest.mark.parametrize("entry", INDEX, ids=[e["id"] for e in INDEX])
+def test_each_sections_slice_file_is_the_apis_slice_of_the_example(entry):
+    """index.json's `slices`: what an `example=` embed downloads, the bytes GET /api/examples/<id>/<section> would
+    send (less the section's name), and far less than the whole file; a section without one reads the whole file."""
+    whole = shipped(entry)
+    for section in SECTIONS:
+        name = entry["slices"].get(section)
+        if name is None:
+            assert slices.heavy_fields(section) == {"attention"}  # its slice would be most of the file
+            continue
+        data = json.loads((FOLDER / name).read_bytes())
+        expected = slices.slice_recording(whole, section, SECTIONS)
+        assert data["payloads"] == expected["payloads"] and section in data["slice"]["draws"], (section, name)
+        assert data["slice"]["draws"] == expected["slice"]["draws"]
+        assert len(gzip.compress((FOLDER / name).read_bytes())) < len((FOLDER / f"{entry['file']}.gz").read_bytes()) / 5
 
 
 def test_the_first_paint_file_is_the_first_example_less_each_steps_attention_rows():
@@ -75,7 +93,8 @@ def test_example_is_a_current_recording_of_smollm2(entry):
     assert data["messages"][-1]["content"] == entry["prompt"]
 
 
-@pytest.mark.parametrize("name", [e["file"] for e in INDEX] + ["index.json"])
+@pytest.mark.parametrize("name", [e["file"] for e in INDEX] + ["index.json"]
+                         + sorted({name for e in INDEX for name in e["slices"].values()}))
 def test_gzipped_sibling_holds_the_same_bytes(name):
     packed = (FOLDER / f"{name}.gz").read_bytes()
     assert gzip.decompress(packed) == (FOLDER / name).read_bytes()

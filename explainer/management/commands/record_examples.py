@@ -14,6 +14,8 @@ from pathlib import Path
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
+from explainer.embeds import SECTIONS
+from explainer.services import slices
 from explainer.services.run import after_run_checks
 from inference.article_checks import weights_checksum
 from inference.engine import GenerationSession
@@ -98,28 +100,52 @@ def write_compressed(path: Path, body: bytes) -> int:
     return len(small)
 
 
+def write_slices(out: Path, recording: dict) -> dict[str, str]:
+    """Beside an example, the slices its embeds download (docs/embedding.md, "What a widget downloads"): one file
+    a group of sections that draw the same heavy fields, as GET /api/examples/<id>/<section> cuts it, so a copy of
+    static/ served without the server slices as well. A group whose slice is most of the whole file (attention)
+    reads the whole file. Returns section -> file name, index.json's `slices`."""
+    whole = len(compact(recording))
+    files = {}
+    for group, members in slices.groups(SECTIONS).items():
+        body = compact(slices.slice_recording(recording, members[0], SECTIONS))
+        if len(body) > whole // 2:
+            continue
+        name = f"{recording['id']}.{group}.json"
+        write_compressed(out / name, body)
+        files.update(dict.fromkeys(members, name))
+    return files
+
+
 class Command(BaseCommand):
     help = "Record the article's example runs on SmolLM2-135M-Instruct into static/examples/."
 
     def add_arguments(self, parser):
         parser.add_argument("--out", type=Path, default=Path(settings.BASE_DIR) / "static" / "examples",
                             help="folder for the example files and index.json (default: static/examples)")
+        parser.add_argument("--slices-only", action="store_true",
+                            help="cut the slices and index.json again from the example files already there")
 
-    def handle(self, *args, out: Path, **options):
+    def handle(self, *args, out: Path, slices_only: bool, **options):
         out.mkdir(parents=True, exist_ok=True)
-        loaded = load_example_model()
+        loaded = None if slices_only else load_example_model()
         index = []
         for n, example in enumerate(EXAMPLES):
-            recording = {"id": example["id"], "title": example["title"],
-                         **record(loaded, example["messages"], example["params"])}
             name = f"{example['id']}.json"
-            self.write(out / name, compact(recording), MAX_FILE_BYTES, MAX_WIRE_BYTES)
+            if slices_only:
+                recording = json.loads((out / name).read_bytes())
+            else:
+                recording = {"id": example["id"], "title": example["title"],
+                             **record(loaded, example["messages"], example["params"])}
+                self.write(out / name, compact(recording), MAX_FILE_BYTES, MAX_WIRE_BYTES)
             entry = {"id": example["id"], "title": example["title"],
                      "prompt": example["messages"][-1]["content"], "file": name}
             if n == 0:  # the one the first paint loads
                 entry["first_paint"] = f"{example['id']}.first.json"
-                self.write(out / entry["first_paint"], compact(first_paint(recording)), MAX_FILE_BYTES,
-                           FIRST_PAINT_WIRE_BYTES)
+                if not slices_only:
+                    self.write(out / entry["first_paint"], compact(first_paint(recording)), MAX_FILE_BYTES,
+                               FIRST_PAINT_WIRE_BYTES)
+            entry["slices"] = write_slices(out, recording)
             index.append(entry)
         write_compressed(out / "index.json", compact(index))
         self.stdout.write(f"index.json: {len(index)} examples in {out}")
