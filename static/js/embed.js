@@ -12,6 +12,7 @@ import { FeedRegistry, LiveFeed, ReplayFeed, SECTIONS, anchorOf } from "./embed-
 import { addControl, el } from "./lib/base-element.js";
 import { addExportBar, sourceOfFeed } from "./export-bar.js";
 import { STEPPED, authorCaption, captionOn, controlsOf, resolveStep } from "./lib/choose.js";
+import { followPageTheme } from "./lib/page-theme.js";
 
 const ORIGIN = new URL(import.meta.url).origin;
 const ELEMENTS = SECTIONS.map((section) => `he-${section}`);
@@ -237,6 +238,7 @@ function postHeight() {
 }
 
 function init() {
+  followPageTheme();
   injectStyles();
   sizeIframes();
   postHeight();
