@@ -47,7 +47,7 @@ def slots_and_mean(pongs: list[dict]) -> tuple[int, float | None]:
 
 
 class RemoteLine:
-    """The start's wait for a worker (RemoteRun's state: pongs, send, _ping_workers)."""
+    """The start's wait for a worker (RemoteRun's state: pongs, send, _ping_workers, keep_while_connected)."""
 
     line_ticket = None  # this socket's place in remote_queue while its start waits
     stopped_in_line = False  # a stop came while it waited
@@ -55,8 +55,10 @@ class RemoteLine:
 
     async def _worker_with_room(self, worker: str) -> str | None:
         """`worker` (the least loaded that answered) when it has room and no one waits; else the worker whose slot
-        came free at this start's turn in line. None: the visitor stopped in line, or the line was full (`busy`)."""
-        if not len(remote_queue) and room(self.pongs[worker]) > 0:
+        came free at this start's turn in line. None: the visitor stopped in line, or the line was full (`busy`).
+        A host's broadcast never waits in line (as in_line.py's): it goes to the worker with the most room, whose
+        VisitorRun takes a free slot ahead of the line or says `busy`, to the host alone (the room never queues)."""
+        if self.keep_while_connected or (not len(remote_queue) and room(self.pongs[worker]) > 0):
             return worker
         ticket = remote_queue.join()
         if ticket is None:
