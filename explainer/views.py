@@ -64,18 +64,24 @@ def create_run(request):
                         status=201)
 
 
-@require_http_methods(["GET", "HEAD"])
-def get_run(request, run_id: str):
-    """The recording as JSON; a damaged one is a named 422, never a 500."""
+def _recording(request, run_id: str) -> tuple[dict | None, JsonResponse | None]:
+    """The stored run as GET /api/runs/<id> sends it, or the named refusal (404, or 422 for a damaged one)."""
     try:
         run = recordings.load(run_id)
         if run is None:
-            return _error("not_found", "no recorded run with this id", "id", status=404)
+            return None, _error("not_found", "no recorded run with this id", "id", status=404)
         data = recordings.as_json(run)
     except recordings.RecordingError as exc:
-        return _refused(exc)
+        return None, _refused(exc)
     # Absolute: a copy of the recording hosted elsewhere still links back to its replay here (docs/embedding.md).
-    return JsonResponse({**data, "article_url": request.build_absolute_uri(data["url"])})
+    return {**data, "article_url": request.build_absolute_uri(data["url"])}, None
+
+
+@require_http_methods(["GET", "HEAD"])
+def get_run(request, run_id: str):
+    """The recording as JSON; a damaged one is a named 422, never a 500."""
+    data, refusal = _recording(request, run_id)
+    return refusal or JsonResponse(data)
 
 
 # A recording never changes once saved, nor does a shipped example within a release: a year, as static files get.
@@ -93,14 +99,8 @@ def _slice_response(recording: dict, section: str) -> JsonResponse:
 @require_http_methods(["GET", "HEAD"])
 def get_run_section(request, run_id: str, section: str):
     """The recording cut to what one section draws (an embed's download); cached for good, compressed."""
-    try:
-        run = recordings.load(run_id)
-        if run is None:
-            return _error("not_found", "no recorded run with this id", "id", status=404)
-        data = recordings.as_json(run)
-    except recordings.RecordingError as exc:
-        return _refused(exc)
-    return _slice_response({**data, "article_url": request.build_absolute_uri(data["url"])}, section)
+    data, refusal = _recording(request, run_id)
+    return refusal or _slice_response(data, section)
 
 
 @require_http_methods(["GET", "HEAD"])
