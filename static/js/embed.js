@@ -199,20 +199,32 @@ function watch() {
 
 // ---- iframes: the embed page posts its height, the host page sizes the iframe ----------------------
 
+// An iframe whose page never says its height is not an embed page (the server is down: the browser's error page;
+// or it answered with an error): after this long from its load (or from this script's start, for one loaded
+// before), its reserved box is given back (data-he-failed, embed.css), so the error shows instead of a blank box.
+const SILENT_AFTER_LOAD_MS = 3000;
+const SILENT_AFTER_START_MS = 10_000;
+
 function sizeIframes() {
+  const sized = new WeakSet();
   window.addEventListener("message", (event) => {
     if (event.data?.type !== "he-embed-size") return;
     const frame = [...document.querySelectorAll("iframe[data-he-embed]")].find((f) => f.contentWindow === event.source);
     const height = Number(event.data.height);
     if (!frame || new URL(frame.src, location.href).origin !== event.origin) return;
-    if (Number.isFinite(height) && height > 0 && height < 100_000) frame.style.height = `${Math.ceil(height)}px`;
+    if (!(Number.isFinite(height) && height > 0 && height < 100_000)) return;
+    sized.add(frame);
+    frame.removeAttribute("data-he-failed");  // a slow server after all
+    frame.style.height = `${Math.ceil(height)}px`;
   });
   // An embed page that drew before this listener existed posted its height to nobody, and posts again only when
   // it changes: ask each iframe for it (one whose page is not listening yet will post once it starts).
   for (const frame of document.querySelectorAll("iframe[data-he-embed]")) {
     const ask = () => frame.contentWindow?.postMessage({ type: "he-embed-size-request" }, new URL(frame.src, location.href).origin);
+    const giveUpAfter = (ms) => setTimeout(() => { if (!sized.has(frame)) frame.setAttribute("data-he-failed", ""); }, ms);
     ask();
-    frame.addEventListener("load", ask);
+    giveUpAfter(SILENT_AFTER_START_MS);
+    frame.addEventListener("load", () => { ask(); giveUpAfter(SILENT_AFTER_LOAD_MS); });
   }
 }
 

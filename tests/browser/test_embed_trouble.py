@@ -6,6 +6,7 @@ import pytest
 from playwright.sync_api import expect
 
 from tests.browser.conftest import ROOT
+from tests.support import free_port
 from tests.browser.test_embed import author_page, console_errors, html  # noqa: F401 (fixtures)
 
 FALLBACK = '<p class="mine">A picture of the dice, for readers without the server.</p>'
@@ -57,6 +58,23 @@ def test_a_live_embed_whose_server_is_gone_says_so_and_shows_its_fallback(page, 
     dice = controls(page, "he-dice")
     assert not dice["figure"] and not dice["bar"] and dice["caption"], dice  # the fallback in the diagram's place
     expect(page.locator("he-tokens").locator(".he-embed-caption")).to_contain_text(gone)
+
+
+def test_an_iframe_whose_server_is_down_gives_its_reserved_box_back(page, site_url, author_page, quiet_console):
+    """The reserved 700-odd px stay for an iframe whose server answers; one whose server is gone loads the browser's
+    error page and never says its height: its box goes back to the iframe's own height, the error in view."""
+    gone = f"http://127.0.0.1:{free_port()}"  # nothing listens there
+    head = f'<link rel="stylesheet" href="{site_url}/static/css/embed.css">'
+    body = (f'<iframe id="down" data-he-embed src="{gone}/embed/dice/?example={EXAMPLE}" title="dice"></iframe>'
+            f'<iframe id="up" data-he-embed src="{site_url}/embed/dice/?example={EXAMPLE}" title="dice"></iframe>')
+    page.goto(author_page("frames.html", html(site_url, body, head=head)))
+    reserved = page.evaluate("parseFloat(getComputedStyle(document.querySelector('#down')).minHeight)")
+    assert reserved > 500, reserved  # embed.css reserves the dice's height from the first paint
+    expect(page.locator("#down")).to_have_attribute("data-he-failed", "", timeout=20_000)
+    assert page.evaluate("document.querySelector('#down').getBoundingClientRect().height") < 200
+    page.wait_for_function("() => document.querySelector('#up').style.height", timeout=30_000)
+    assert page.get_attribute("#up", "data-he-failed") is None
+    assert page.evaluate("document.querySelector('#up').getBoundingClientRect().height") > 500
 
 
 def test_an_authors_caption_replaces_the_scripts_as_text(page, site_url, author_page):
