@@ -100,10 +100,19 @@ def logit_lens_rows(model, adapter: FamilyAdapter, residuals: torch.Tensor, laye
     return out
 
 
+def ranked_topk(x: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """topk along the last dim with ties in id order, so the first is argmax's own pick: bf16 logits (CUDA) tie
+    often, and topk there orders ties as it likes (the greedy token and the top row disagreed)."""
+    values, ids = x.topk(min(k, x.shape[-1]), dim=-1)  # (..., k)
+    ids, by_id = ids.sort(dim=-1)
+    values, by_value = values.gather(-1, by_id).sort(dim=-1, descending=True, stable=True)
+    return values, ids.gather(-1, by_value)
+
+
 @torch.no_grad()
 def top_tokens(logits: torch.Tensor, k: int = LOGITS_TOP) -> list[list[tuple[int, float, float]]]:
     """Per row of (rows, vocab) logits: the k highest as (id, logit, prob), prob the softmax over the whole row."""
-    values, ids = logits.float().topk(min(k, logits.shape[-1]), dim=-1)  # (rows, k)
+    values, ids = ranked_topk(logits.float(), k)  # (rows, k)
     probs = torch.exp(values - torch.logsumexp(logits.float(), dim=-1, keepdim=True))  # softmax, top entries only
     return [list(zip(i, v, p)) for i, v, p in zip(ids.tolist(), values.tolist(), probs.tolist())]
 

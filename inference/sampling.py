@@ -21,6 +21,8 @@ from transformers import (
     TopPLogitsWarper,
 )
 
+from .capture import ranked_topk
+
 STAGE_TOP_N = 10  # candidates recorded after each stage
 MAX_SEED = 2**63 - 1
 FRESH_SEEDS = 2**32  # fresh seeds stay short enough to read, type back in, and hold exactly in a JS number
@@ -252,15 +254,15 @@ def sample_token(input_ids: torch.LongTensor, logits: torch.Tensor, params: Samp
     scores, records = run_stages(input_ids, logits, params, prompt_length)
     probs = torch.softmax(scores[0], dim=-1)  # (vocab,)
     if params.greedy:
-        token, draw = int(scores[0].argmax()), None
-        top_probs, top_ids = probs.topk(min(top_n, probs.shape[-1]))
+        top_probs, top_ids = ranked_topk(probs, top_n)  # ties in id order: the first is argmax's own pick
+        token, draw = int(top_ids[0]), None
     else:
         survivors = torch.isfinite(scores[0]).nonzero()[:, 0]  # only these can be drawn
         sorted_probs, order = probs[survivors].sort(descending=True, stable=True)
         order = survivors[order]
         cumulative = torch.cumsum(sorted_probs.double(), dim=0) / sorted_probs.double().sum()  # (survivors,)
         u = dice_roll(params.seed, step)
-        rank = min(int(torch.searchsorted(cumulative, torch.tensor(u, dtype=torch.float64), right=True)), len(order) - 1)
+        rank = min(int(torch.searchsorted(cumulative, torch.tensor(u, dtype=torch.float64, device=cumulative.device), right=True)), len(order) - 1)
         token = int(order[rank])
         before = float(cumulative[rank - 1]) if rank else 0.0
         draw = {"u": round(u, 6), "rank": rank, "cumulative_before": round(before, 6),

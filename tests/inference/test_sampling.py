@@ -151,3 +151,16 @@ def test_min_new_tokens_keeps_eos_from_ending_the_reply_early(bundled):
     assert held.finished == "max_new_tokens" and len(held.generated) == len(free.generated) + 8
     assert not set(held.generated) & held.eos_ids
     assert held.generated[: len(free.generated) - 1] == free.generated[:-1]  # the same reply up to where EOS was
+
+
+def test_tied_top_logits_rank_in_id_order_so_greedy_takes_the_first_and_the_top_row_agrees():
+    """bf16 logits on CUDA tie often; topk orders ties as it likes (on the CPU too: [30000, 500, 40000, 10] here),
+    which made the greedy token and the payload's top row disagree on the GPU."""
+    from inference.capture import top_tokens
+
+    logits = torch.zeros(50_000)
+    logits[[40_000, 10, 500, 30_000]] = 3.0
+    result = sample_token(torch.tensor([[0]]), logits, SamplingParams(temperature=0), prompt_length=1, step=1)
+    assert result.token_id == int(logits.argmax()) == 10
+    assert result.probs_top[0] == (10, 1.0)  # temperature 0: all the mass on argmax's pick
+    assert [row[0] for row in top_tokens(logits[None], 4)[0]] == [10, 500, 30_000, 40_000]
