@@ -264,3 +264,15 @@ async def test_a_full_worker_puts_starts_in_the_daphne_line_first_come_first_ser
     for comm in (holder, second, third):
         await comm.disconnect()
     worker.cancel()
+
+
+@pytest.mark.django_db
+def test_the_article_under_workers_shows_the_model_card_make_run_shows(settings, client):
+    """make workshop's Daphne never loads the model, yet its article names it with the same card (issue 25 point 9)."""
+    from inference.shipped import notice_for
+
+    settings.EXPLAINER_MODEL = "smollm2-135m-instruct"
+    card = notice_for(settings.EXPLAINER_MODEL)
+    page = client.get("/").content.decode()
+    assert "What to expect" in page and card.licence in page and card.origin.split()[0] in page
+    assert model_registry.workers_status()["notice"] == card.to_dict()

@@ -152,7 +152,7 @@ def workers_status() -> dict:
     except Exception:  # Redis unreachable: the page still renders, with the recorded example
         description = None
     return {"spec": settings.EXPLAINER_MODEL, "ok": True, "loading": description is None,
-            "description": description, "error": None}
+            "description": description, "error": None, "notice": notice()}
 
 
 def _load_quietly() -> None:
