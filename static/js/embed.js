@@ -171,7 +171,8 @@ function drive(element) {
   const scrubber = controls !== "none" && STEPPED.includes(element.localName.slice(3)) ? addScrubber(element, feed) : null;
   feed.attach(element);
   // controls="none" is the bare diagram: no export buttons either.
-  const bar = controls !== "none" ? addExportBar(element, { source: async () => sourceOfFeed(feed), iframe: isEmbedPage() }) : null;
+  const bar = controls !== "none" ? addExportBar(element, { source: async () => sourceOfFeed(feed), iframe: isEmbedPage(),
+    data: "recording" in feed ? () => feed.recording : null }) : null;
   const caption = captionOn(element.getAttribute("caption")) ? addCaption(element, feed) : null;
   followHealth(element, feed, { scrubber, bar, caption });
   // Without a prompt box nothing could press Play: a live diagram with fewer controls runs at once.

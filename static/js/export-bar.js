@@ -106,9 +106,10 @@ async function copyText(bar, text) {
 
 /**
  * A bar of export buttons under the diagram `element`, inside its shadow root. `source()` resolves to what the embed shows (saving the run
- * first where needed) or throws with the reason; without it there is no "Copy embed code".
+ * first where needed) or throws with the reason; without it there is no "Copy embed code". `data()`: a replay's recording as
+ * loaded (its section's slice), offered as a file; without it there is no "Download data".
  */
-export function addExportBar(element, { source = null, iframe = false } = {}) {
+export function addExportBar(element, { source = null, iframe = false, data = null } = {}) {
   if (bars.has(element)) return bars.get(element);
   const name = element.localName.replace(/^he-/, "");
   const bar = el("div", { class: "he-export-bar", role: "group", "aria-label": `Export the ${name} diagram`, "data-for": element.localName });
@@ -134,6 +135,15 @@ export function addExportBar(element, { source = null, iframe = false } = {}) {
     return "PNG downloaded.";
   }));
   if (source) bar.append(button("Copy embed code", "embed", async () => copyText(bar, embedSnippet(element, await source(), { iframe }))));
+  // A replay's data: the slice of the recording this section draws (docs/embedding.md), for src= on the author's page
+  if (data) bar.append(button("Download data", "data", async () => {
+    const recording = data();
+    if (!recording) throw new Error("the recording has not loaded");
+    const { download } = await exporter();
+    const name = fileName(element, "json");
+    download(new Blob([JSON.stringify(recording)], { type: "application/json" }), name);
+    return `Data downloaded: <${element.localName} src="${name}"> draws it with no server.`;
+  }));
   bar.append(status);
   bars.set(element, bar);
   return addControl(element, bar, "below");

@@ -183,7 +183,7 @@ def test_controls_and_caption(page, blog):
     assert visible("#none select, #none button") == 0
     assert visible("#scrub .he-body select, #scrub .he-body button") == 0
     assert visible("#full .he-body select") == 2
-    assert visible("#scrub .he-export-bar button") == 3 and visible("#full .he-export-bar button") == 3
+    assert visible("#scrub .he-export-bar button") == 4 and visible("#full .he-export-bar button") == 4  # SVG, PNG, embed code, data
     # In each element's shadow root: the scrubber above the diagram, the caption last below it.
     above = "he-controls-above > .he-embed-scrubber"
     below = "he-controls-below > .he-embed-caption:last-child"

@@ -60,3 +60,28 @@ def test_every_section_draws_the_same_from_its_slice_as_from_the_whole_recording
             page.wait_for_selector(f"he-{section}[data-from={['slice', 'whole'][k]}][data-rendered]", state="attached", timeout=30_000)
         sliced, full = both.nth(0).evaluate(VISIBLE_TEXT), both.nth(1).evaluate(VISIBLE_TEXT)
         assert sliced.strip() and sliced == full, section
+
+
+def test_download_data_gives_the_slice_as_a_file_that_src_draws_and_another_section_refuses(page, site_url, author_page, smollm2_run):
+    """The export bar's "Download data": the slice the element loaded, as a file; `src=` draws the same diagram from
+    it with no request to the server, and a section it was not cut for says so by name."""
+    run_id, _ = smollm2_run
+    page.goto(author_page("from-run.html", html(site_url, f'<he-dice run="{run_id}" step="2"></he-dice>')))
+    page.wait_for_selector("he-dice[data-rendered]", state="attached", timeout=30_000)
+    drawn = page.locator("he-dice").evaluate(VISIBLE_TEXT)
+    with page.expect_download(timeout=20_000) as info:
+        page.locator("he-dice .he-export-bar button[data-export=data]").click()
+    assert info.value.suggested_filename.endswith(".json")
+    saved = json.loads(open(info.value.path(), encoding="utf-8").read())
+    assert saved["slice"]["section"] == "dice" and saved["id"] == run_id
+    url = author_page("dice.json", json.dumps(saved))
+    asked = []
+    page.on("request", lambda request: asked.append(request.url) if "/api/" in request.url else None)
+    body = '<he-dice src="dice.json" step="2" id="mine"></he-dice><he-attention src="dice.json" id="other"></he-attention>'
+    page.goto(author_page("from-file.html", html(site_url, body)))
+    page.wait_for_selector("#mine[data-rendered]", state="attached", timeout=30_000)
+    assert page.locator("#mine").evaluate(VISIBLE_TEXT) == drawn
+    caption = page.locator("#other .he-embed-caption")
+    caption.wait_for(timeout=20_000)
+    assert "the dice slice of a recording" in caption.inner_text() and asked == [], (caption.inner_text(), asked)
+    assert url.endswith("/dice.json")
