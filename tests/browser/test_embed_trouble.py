@@ -60,6 +60,23 @@ def test_a_live_embed_whose_server_is_gone_says_so_and_shows_its_fallback(page, 
     expect(page.locator("he-tokens").locator(".he-embed-caption")).to_contain_text(gone)
 
 
+def test_a_live_embed_whose_server_is_gone_shows_the_recording_given_as_its_fallback(page, author_page, tmp_path, quiet_console):
+    """A recording as the fallback (an element replaying it, inside the live one): once the server is said to be
+    gone it is drawn in the live diagram's place, from the author's copy of static/ (issue 27 point 5)."""
+    os.symlink(ROOT / "static", tmp_path / "static")
+    url = author_page("live.html", "placeholder")
+    origin = url.rsplit("/", 1)[0]
+    body = (f'<he-dice prompt="Why is the sky blue?" autostart id="live">'
+            f'<he-dice example="{EXAMPLE}" step="2" controls="none" caption="off" id="recorded"></he-dice></he-dice>')
+    page.goto(author_page("live.html", html(origin, body)))
+    gone = f"The Hit Enter server at {origin.split('//')[1]} is not reachable; retrying."
+    expect(page.locator("#live").locator(".he-embed-caption").first).to_contain_text(gone, timeout=30_000)
+    page.wait_for_selector("#recorded[data-rendered]", state="attached", timeout=20_000)
+    expect(page.locator("#recorded")).to_be_visible()
+    assert page.get_attribute("#recorded", "data-step") == "2"
+    assert not controls(page, "#live")["figure"]
+
+
 def test_an_iframe_whose_server_is_down_gives_its_reserved_box_back(page, site_url, author_page, quiet_console):
     """The reserved 700-odd px stay for an iframe whose server answers; one whose server is gone loads the browser's
     error page and never says its height: its box goes back to the iframe's own height, the error in view."""
