@@ -147,6 +147,9 @@ async def test_the_host_page_sees_the_workers_generations_and_devices(settings):
     stats = room_stats.with_workers(room_stats.server_stats(), [pong])
     assert stats["generations"] == {"active": before, "limit": settings.EXPLAINER_MAX_SESSIONS}
     assert stats["workers"][0]["worker"] == "inference-test" and stats["workers"][0]["sessions"] == 1
+    one = stats["workers"][0]  # the host page's line per worker: its model, its own memory, its line
+    assert one["model"]["name"] == "stories260K" and one["device"]["memory"]["used_bytes"] > 0
+    assert one["start_line"] == 0 and one["generations"]["limit"] == settings.EXPLAINER_MAX_SESSIONS
     assert stats["model"]["name"] == "stories260K" and stats["device"]["name"] == "cpu"
     assert stats["device"]["memory"]["processes"] == 1 and stats["start_line"] == 0  # the workers' memory, summed
     assert room_stats.with_workers(stats, [])["generations"] == {"active": 0, "limit": 0}
