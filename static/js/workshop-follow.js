@@ -158,6 +158,9 @@ export class WorkshopFollow {
     const b = msg.broadcast || {};
     if (msg.host_live && b.host_away_until) notes.push(`The host's page has disconnected; their run waits here until ${clock(b.host_away_until)}.`);
     if (b.state === "ended" && b.stop_reason === "host_left") notes.push("The host's run has ended: the host left the class.");
+    if (b.state === "ended" && b.stop_reason === "server_restarted") {
+      notes.push("The host's run has ended: the class server restarted. The host's next run shows here by itself.");
+    }
     return notes;
   }
 

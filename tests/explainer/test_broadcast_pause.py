@@ -102,3 +102,23 @@ async def test_with_no_grace_the_broadcast_ends_when_the_host_leaves(settings):
     news = (await until(follower, broadcast_news(lambda b: b.get("state") == "ended")))[-1]
     assert news["broadcast"]["stop_reason"] == "host_left" and "host_away_until" not in news["broadcast"]
     await close(follower)
+
+
+@DB
+async def test_a_broadcast_left_by_a_restarted_server_reads_as_ended_and_pages_are_told():
+    """`make run` with a host password restarted mid-class (no `make workshop` to clear it): the database still
+    says "paused", but no process runs it, so nothing would ever arrive for a follower. It reads as ended (its
+    relay no longer says it is alive), with why; a broadcast of this process still reads live."""
+    from explainer.services.workshop import policy
+
+    await policy.save_broadcast({"id": "542efb59f1ad", "host": "specific.gone!relay", "started_at": 1.0,
+                                 "state": "paused", "step": 3, "messages": MESSAGES, "text": "", "params": {}})
+    follower = await visitor()
+    await follower.send_json_to({"type": "follow", "on": True})
+    news = (await until(follower, of_type("workshop")))[-1]
+    assert (news["broadcast"]["state"], news["broadcast"]["stop_reason"]) == ("ended", policy.SERVER_RESTARTED)
+    host = await logged_in_host()
+    await host.send_json_to(PAUSED)
+    await until(follower, lambda m: m["type"] == "status" and m["state"] == "paused")
+    assert (await policy.snapshot())["broadcast"]["state"] == "paused"
+    await close(follower, host)

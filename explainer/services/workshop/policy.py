@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from channels.db import database_sync_to_async
 from django.conf import settings
+from django.core.cache import cache
 
 from explainer.models import WorkshopState
 from explainer.protocol import ProtocolError, integer
@@ -14,6 +15,22 @@ from inference.sampling import ParamError, SamplingParams
 
 LIVE_STATES = ("starting", "loading", "prefilling", "running", "paused")  # a broadcast in one of these is in progress
 NO_LIMITS = {"max_new_tokens": None, "max_sessions": None, "own_runs_allowed": True}
+# A broadcast's relay (relay.py) says it is alive in the cache (shared by every process in REDIS_URL mode) every
+# RELAY_BEAT_S; a live broadcast whose relay has not for RELAY_GONE_S ran in a process that is gone (a restart):
+# no frame of it will ever come, so it reads as ended, and pages say why.
+RELAY_BEAT_S, RELAY_GONE_S = 10, 35
+SERVER_RESTARTED = "server_restarted"  # the stop_reason of such a broadcast
+
+
+def relay_key(channel: str | None) -> str:
+    return f"workshop-relay:{channel}"
+
+
+def relay_alive(channel: str | None) -> bool:
+    try:
+        return channel is not None and cache.get(relay_key(channel)) is not None
+    except Exception:  # the cache (Redis) unreachable: say nothing ended rather than end a running class
+        return True
 
 
 def enabled() -> bool:
@@ -26,7 +43,10 @@ def as_snapshot(state: WorkshopState | None) -> dict:
         return {"pins": {}, "limits": dict(NO_LIMITS), "broadcast": {}}
     limits = {"max_new_tokens": state.max_new_tokens, "max_sessions": state.max_sessions,
               "own_runs_allowed": state.own_runs_allowed}
-    return {"pins": dict(state.pins), "limits": limits, "broadcast": dict(state.broadcast)}
+    broadcast = dict(state.broadcast)
+    if is_live(broadcast) and not relay_alive(broadcast.get("host")):
+        broadcast.update(state="ended", stop_reason=SERVER_RESTARTED)
+    return {"pins": dict(state.pins), "limits": limits, "broadcast": broadcast}
 
 
 def is_live(broadcast: dict) -> bool:

@@ -9,6 +9,7 @@ the room (late joiners included), and the host's next socket takes it back. Past
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import secrets
@@ -16,6 +17,7 @@ import time
 
 from channels.exceptions import ChannelFull
 from django.conf import settings
+from django.core.cache import cache
 
 from explainer.protocol import encode_frame, integer, json_object
 from explainer.services.run import placement
@@ -80,8 +82,22 @@ class BroadcastRelay:
         relay.run = placement.open_run(relay.send_frame, relay.channel)
         relay.run.keep_while_connected = True  # pausing to explain never ends the broadcast (VisitorRun._idle_limit)
         await layer.group_add(GROUP, relay.channel)
+        await relay._beat_once()  # before its first broadcast is stored: policy.as_snapshot reads it live
         relay.reader = asyncio.create_task(relay._read())
+        relay.beat = asyncio.create_task(relay._beat())
         return relay
+
+    async def _beat_once(self) -> None:
+        try:
+            await cache.aset(policy.relay_key(self.channel), time.time(), policy.RELAY_GONE_S)
+        except Exception:  # the cache unreachable: policy.relay_alive() then says alive too
+            log.warning("broadcast relay: could not say it is alive", exc_info=True)
+
+    async def _beat(self) -> None:
+        """This process runs the broadcast: said every RELAY_BEAT_S, so a restart's stale one reads as ended."""
+        while True:
+            await asyncio.sleep(policy.RELAY_BEAT_S)
+            await self._beat_once()
 
     def attach(self, host) -> None:
         """A host's socket drives the broadcast from now on (acks counted on its socket, from this frame on)."""
@@ -97,7 +113,10 @@ class BroadcastRelay:
             await self.run.end()
         finally:
             self.reader.cancel()
+            self.beat.cancel()
             await self.layer.group_discard(GROUP, self.channel)
+            with contextlib.suppress(Exception):  # best effort: unsaid, it lapses after RELAY_GONE_S anyway
+                await cache.adelete(policy.relay_key(self.channel))
 
     # ---- the run's frames ----------------------------------------------------------------------
     async def send_frame(self, frame: dict) -> None:
