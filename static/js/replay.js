@@ -105,13 +105,14 @@ export class ExamplePicker {
     if (this.onPick(whole, false, true)) this.bar.dataset.whole = entry.id;
   }
 
-  /** A live run replaced the example; a pick still in flight must not bring it back. The picker stays. */
-  live() {
+  /** A live run (`whose`: "Your live run", or a follower's "The host's run") replaced the example; a pick still
+   * in flight must not bring it back. The picker stays. */
+  live(whose = "Your live run") {
     this.ticket += 1;
     delete this.bar.dataset.example;
     delete this.bar.dataset.whole;
     this.select.selectedIndex = -1; // so that picking any example, the last one too, is a change
-    this.note.textContent = "Your live run is drawn below; pick an example to look at a recorded run instead.";
+    this.note.textContent = `${whose} is drawn below; pick an example to look at a recorded run instead.`;
   }
 }
 

@@ -81,6 +81,9 @@ def test_a_broadcast_reaches_two_browser_contexts_in_sync(browser, site_url):
                 shows(page, "he-sequence", "data-step", step)
         at_two = [generated_ids(page) for page in visitors]
         assert len(at_two[0]) == 2 and at_two[0] == at_two[1]
+        for page in visitors:  # whose run it is, said truly (it said "Your live run")
+            expect(page.locator("#example-note")).to_have_text(
+                "The host's run is drawn below; pick an example to look at a recorded run instead.")
         for page in visitors:
             expect(page.locator("#btn-step")).to_be_disabled()  # paused, but the host drives the run
         expect(host.locator('[data-verb="pause"]')).to_be_disabled()  # paused: only step, resume and stop

@@ -56,7 +56,7 @@ export function goLive() {
   const bar = ensureStepBar();
   bar.reset();
   bar.show();
-  page.examples?.live();
+  page.examples?.live(workshop.following ? "The host's run" : "Your live run");
 }
 
 /** The host moved the broadcast on (Step while paused, or Resume): the room follows its newest step again. */
