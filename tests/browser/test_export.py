@@ -227,7 +227,9 @@ def test_embeds_export_svg_and_copy_the_current_view(page, site_url, recording, 
     frame = page.frame_locator("iframe[data-he-embed]")
     page.locator("iframe[data-he-embed]").scroll_into_view_if_needed()  # a diagram draws once it is on screen
     frame.locator("he-logits[data-top-id]").wait_for(timeout=20_000)
-    expect(bar(frame, "he-logits").locator("button")).to_have_count(3)
+    expect(bar(frame, "he-logits").locator("button")).to_have_count(4)  # a replay's embed: its data too
+    assert bar(frame, "he-logits").locator("button").all_inner_texts() == ["Download SVG", "Download PNG",
+                                                                            "Copy embed code", "Download data"]
     shown = int(frame.locator("he-logits").get_attribute("data-step"))
     check_logits(page, frame, steps[shown - 1 if shown else 0])
     # Its embed code is an iframe's; a framed page may not write the clipboard (no allow="clipboard-write"),
