@@ -29,7 +29,7 @@ from explainer.services.admission.lockout import Lockout
 from explainer.services.device import model_registry
 from explainer.services.workshop import policy, presence
 from explainer.services.run.visitor_run import refusal
-from explainer.services.workshop import away
+from explainer.services.workshop import away, quiz
 from explainer.services.workshop.relay import Broadcast, BroadcastRelay, announce
 
 log = logging.getLogger(__name__)
@@ -37,7 +37,7 @@ SESSION_FLAG = "workshop_host"
 NOT_HOST_CLOSE_CODE = 4003
 STATS_EVERY_S = 1.0
 RUN_VERBS = ("pause", "resume", "step", "stop", "ack")
-COMMANDS = ("broadcast", "pin", "limits", "reset", "look") + RUN_VERBS
+COMMANDS = ("broadcast", "pin", "limits", "reset", "look", "ask", "reveal") + RUN_VERBS
 LOGIN = Lockout("host")  # wrong passwords per address (explainer/services/admission/lockout.py)
 
 
@@ -60,10 +60,15 @@ def host_page(request):
     return render(request, "host.html", {"logged_in": logged_in, "class_urls": _class_urls() if logged_in else []})
 
 
+def is_host_request(request) -> bool:
+    """Workshop mode is on and this browser has logged in as the host."""
+    return bool(settings.EXPLAINER_HOST_PASSWORD and request.session.get(SESSION_FLAG))
+
+
 @require_http_methods(["GET", "HEAD"])
 def present_page(request):
     """The projector view: the article in large type, following the broadcast (the host's session only)."""
-    if not settings.EXPLAINER_HOST_PASSWORD or not request.session.get(SESSION_FLAG):
+    if not is_host_request(request):
         return redirect("host")
     status = model_registry.page_status()
     return render(request, "index.html", {"model": status, "present": True}, status=200 if status["ok"] else 503)
@@ -154,7 +159,10 @@ class HostConsumer(ReleasedOnExit, StrictJson, AsyncJsonWebsocketConsumer):
             if kind == "ack":  # counted on this socket: the relay shifts it past frames sent before it opened
                 await self.relay.ack(message)
             elif kind in RUN_VERBS:
+                self.relay.asking.refuse_run_verbs()
                 await getattr(self.run, kind)(message)
+            elif kind in ("ask", "reveal"):  # the class's question (explainer/services/workshop/asking.py)
+                await getattr(self.relay, kind)()
             else:
                 await getattr(self, f"_{kind}")(message)
         except Exception as exc:
@@ -163,6 +171,7 @@ class HostConsumer(ReleasedOnExit, StrictJson, AsyncJsonWebsocketConsumer):
     async def _broadcast(self, message: dict) -> None:
         """Start the host's run for the room (ending any earlier one, on any host socket)."""
         fields = prompt_fields(message)
+        await self.relay.drop_question()  # its held step belongs to the run that ends here
         await self.run.end()  # before numbering anew: the old run must send nothing into the new broadcast
         self.broadcast.begin(fields, self.relay.channel)
         await self.relay.publish()
@@ -193,8 +202,10 @@ class HostConsumer(ReleasedOnExit, StrictJson, AsyncJsonWebsocketConsumer):
 
     async def _reset(self, _message: dict) -> None:
         """Reset workshop: end this host's broadcast, clear pins, limits and the stored broadcast, tell everyone."""
+        await self.relay.drop_question()
         await self.run.end()
         self.relay.broadcast = Broadcast()
+        await quiz.forget_all()  # the class's answers go with it
         await announce(self.channel_layer, await policy.reset())
 
     async def _tick(self) -> None:
@@ -211,4 +222,11 @@ class HostConsumer(ReleasedOnExit, StrictJson, AsyncJsonWebsocketConsumer):
         if settings.EXPLAINER_WORKERS:
             stats = room_stats.with_workers(stats, *await self.run.survey_workers())
         return {"type": "host_stats", **stats, "broadcast": self.broadcast.summary or
-                shared["broadcast"], "pins": shared["pins"], "limits": shared["limits"]}
+                shared["broadcast"], "pins": shared["pins"], "limits": shared["limits"], "quiz": await self._quiz()}
+
+    async def _quiz(self) -> dict | None:
+        """The open question with the room's answers so far (its outcome once revealed), for the host's chart."""
+        asked = self.broadcast.summary.get("quiz")
+        if asked is None or asked["state"] != "open":
+            return asked
+        return {**asked, **await quiz.counts(asked["id"])}

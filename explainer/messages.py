@@ -30,3 +30,9 @@ def workshop_payload(following: bool, host_live: bool, pins: dict, limits: dict,
     """A follower page's view of the workshop: the toggle, the banner, the pinned parameters."""
     return {"type": "workshop", "following": following, "host_live": host_live, "pins": pins, "limits": limits,
             "broadcast": broadcast}
+
+
+def answered_payload(answer: dict) -> dict:
+    """The answer to a follower's `answer`: how it counted (key: the candidate it matches, or null for a typed
+    token outside them), and whether it changed an earlier one."""
+    return {"type": "answered", **answer}

@@ -72,3 +72,37 @@ class WorkshopState(models.Model):
         """The one row, created with the defaults on first use."""
         state, _ = cls.objects.get_or_create(pk=1)
         return state
+
+
+class QuizQuestion(models.Model):
+    """A workshop host's "Which token comes next?" at one step of a broadcast (issue 26)."""
+
+    id = models.CharField(primary_key=True, max_length=32, default=new_run_id, editable=False)
+    broadcast = models.CharField(max_length=32, db_index=True, help_text="the broadcast's id")
+    step = models.PositiveIntegerField(help_text="the step whose token is asked about")
+    asked_at = models.DateTimeField(auto_now_add=True)
+    revealed_at = models.DateTimeField(null=True, blank=True)
+    context = models.JSONField(help_text="{prompt, reply}: the visitor's words and the reply before this token")
+    candidates = models.JSONField(help_text="[{key, id, text, special}] in the order shown (shuffled)")
+    outcome = models.JSONField(default=dict, blank=True, help_text="at the reveal: model probabilities, the draw")
+
+    class Meta:
+        ordering = ["asked_at"]
+
+    def __str__(self) -> str:
+        return f"question {self.id} (broadcast {self.broadcast}, step {self.step})"
+
+
+class QuizAnswer(models.Model):
+    """One socket's answer to one question: changed until the reveal, never a second vote."""
+
+    question = models.ForeignKey(QuizQuestion, on_delete=models.CASCADE, related_name="answers")
+    socket = models.CharField(max_length=200, help_text="the answering socket's channel (one answer per socket)")
+    token_id = models.IntegerField()
+    token_text = models.CharField(max_length=200)
+    typed = models.CharField(max_length=64, blank=True, default="", help_text="a free-text entry, as typed")
+    nickname = models.CharField(max_length=24, blank=True, default="")
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["question", "socket"], name="one_answer_per_socket")]

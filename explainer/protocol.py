@@ -8,7 +8,7 @@ from explainer.messages import error_payload
 from inference.wire.framing import strict_text
 
 CLIENT_TYPES = ("start", "pause", "resume", "step", "stop", "fork", "detail", "retemper", "measure", "ack", "follow",
-                "tokenize")
+                "tokenize", "answer")
 MEASURES = ("prefill_decode", "kv", "capacity", "batch", "speculative", "quantize", "prefix")
 DETAIL_WHATS = ("attention", "hidden", "embedding", "lens")
 MAX_DEPTH = 8  # client messages nest 4 deep (start > messages > [] > {}); deeper frames are refused whole

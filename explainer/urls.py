@@ -4,7 +4,7 @@ from django.conf import settings
 from django.urls import path
 from django.views.generic import RedirectView
 
-from explainer import embeds, host, views
+from explainer import embeds, host, quiz_recap, views
 from explainer.admin import guarded_login
 
 urlpatterns = [
@@ -23,6 +23,9 @@ urlpatterns = [
     path("embed/<slug:section>/static/", embeds.embed_static, name="embed_static"),
     path("host/", host.host_page, name="host"),
     path("host/present/", host.present_page, name="host_present"),
+    path("host/quiz/", quiz_recap.recap_page, name="quiz_recap"),
+    path("host/quiz.csv", quiz_recap.recap_csv, name="quiz_recap_csv"),
+    path("host/quiz.json", quiz_recap.recap_json, name="quiz_recap_json"),
     path("admin/login/", guarded_login, name="admin_login"),  # before the admin's own: the lockout
     path("admin/", admin.site.urls),
 ]

@@ -101,6 +101,12 @@ def resolve_spec(spec: str | None, progress: Progress | None = None) -> tuple[st
     return spec, spec
 
 
+def load_tokenizer(spec: str | None = None):
+    """The tokenizer alone (a web process matching a typed word to a token needs no weights)."""
+    _, source = resolve_spec(spec)
+    return AutoTokenizer.from_pretrained(source)
+
+
 def console_progress(what: str, done: float) -> None:
     print(f"[hit-enter] {done:4.0%} {what}", file=sys.stderr, flush=True)
 

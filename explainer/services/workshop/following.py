@@ -14,11 +14,11 @@ import time
 from django.conf import settings
 
 from explainer.protocol import ProtocolError
-from explainer.services.workshop import policy, presence
+from explainer.services.workshop import policy, presence, quiz
 from explainer.services.admission.limits import RateLimited, TokenBucket
-from explainer.messages import workshop_payload
+from explainer.messages import answered_payload, workshop_payload
 
-VERBS = ("follow",)
+VERBS = ("follow", "answer")
 GROUP = "workshop"
 RESYNC_EVERY = 32  # frames waiting behind a gap: ask the host again (its answer may have been dropped)
 SYNC_AGAIN_S = 2.0  # at most one catch-up request in flight per follower
@@ -101,6 +101,20 @@ class Follower(NoFollower):
             await self.layer.group_discard(GROUP, self.consumer.channel_name)
 
     async def handle(self, message: dict) -> None:
+        """`follow`, or an `answer` to the host's question."""
+        if message["type"] == "answer":
+            await self._answer(message)
+        else:
+            await self._follow(message)
+
+    async def _answer(self, message: dict) -> None:
+        """This socket's guess at the open question (a second one changes it); `answered` echoes how it counted."""
+        if not self.joined:
+            raise ProtocolError("invalid_state", "workshop mode is off on this server", "type")
+        fields = quiz.answer_fields(message)
+        await self.consumer.send_frame(answered_payload(await quiz.record_answer(fields, self.consumer.channel_name)))
+
+    async def _follow(self, message: dict) -> None:
         """{"type": "follow", "on": true|false}."""
         on = message.get("on")
         if not isinstance(on, bool):

@@ -19,10 +19,10 @@ from channels.exceptions import ChannelFull
 from django.conf import settings
 from django.core.cache import cache
 
-from explainer.protocol import encode_frame, integer, json_object
+from explainer.protocol import ProtocolError, encode_frame, integer, json_object
 from explainer.services.run import placement
 from explainer.services.run.visitor_run import MAX_ACK
-from explainer.services.workshop import policy
+from explainer.services.workshop import asking, policy, quiz
 from explainer.services.workshop.following import GROUP
 
 log = logging.getLogger(__name__)
@@ -72,6 +72,7 @@ class BroadcastRelay:
 
     def __init__(self, layer):
         self.layer, self.host, self.broadcast = layer, None, Broadcast()
+        self.asking = asking.Asking()  # the host's question to the class, its step held back from the room
         self.frames = 0  # frames the run has sent: what the relay acks for a host that is away
         self.acks_from = 0  # frames sent before the connected host's socket opened: its acks count from there
 
@@ -133,14 +134,59 @@ class BroadcastRelay:
             await self._to_host(frame)  # (the room reads the run's state from the status that follows a failure)
             if frame.get("code") in RUN_FAILURES and self.broadcast.summary.get("state") != "finished":
                 self.broadcast.summary["state"] = "failed"
+                await self.drop_question(pass_on=True)
                 await self.publish(replaces=self.broadcast.id)
             return
+        if self.asking.holding:  # the class is guessing this step: nobody sees it before the reveal
+            step = self.asking.hold(frame)
+            if step is not None:
+                self.broadcast.summary["quiz"] = await asking.open_question(self.asking, step, self.broadcast)
+                await self.publish(replaces=self.broadcast.id)
+            return
+        await self._pass_on(frame)
+
+    async def _pass_on(self, frame: dict) -> None:
+        """Number the frame, send it to the room and to the host's page."""
         seq = self.broadcast.keep(frame)
         await self.layer.group_send(GROUP, {"type": "workshop.frame", "broadcast": self.broadcast.id,
                                             "seq": seq, "frame": frame, "bytes": len(json.dumps(frame))})
         await self._to_host(frame)
         if frame["type"] == "status":
             await self.publish(replaces=self.broadcast.id)
+
+    # ---- the class's question ------------------------------------------------------------------
+    async def ask(self) -> None:
+        """"Ask the class": the paused broadcast computes its next step, held back until the reveal."""
+        if self.broadcast.id is None:
+            raise ProtocolError("no_run", "broadcast a run first", "type")
+        self.asking.refuse_run_verbs()
+        if self.broadcast.summary.get("state") != "paused":
+            raise ProtocolError("invalid_state", "pause the broadcast first: the class guesses the next token of a "
+                                "paused run", "type")
+        self.asking.state = asking.COMPUTING
+        try:
+            await self.run.step({"type": "step"})
+        except BaseException:
+            await self.drop_question(pass_on=True)
+            raise
+
+    async def reveal(self) -> None:
+        """Show the room the model's odds beside its own answers, then the held step and what followed it."""
+        if self.asking.state != asking.OPEN:
+            raise ProtocolError("no_question", "ask the class first: no question is open", "type")
+        question = self.asking.question
+        outcome = await quiz.reveal(question["id"], quiz.outcome_of(question["step"], question["candidates"]))
+        self.broadcast.summary["quiz"] = {**self.broadcast.summary["quiz"], "state": "revealed", "outcome": outcome}
+        for frame in self.asking.release():
+            await self._pass_on(frame)
+        await self.publish(replaces=self.broadcast.id)
+
+    async def drop_question(self, pass_on: bool = False) -> None:
+        """The question goes unanswered (a new broadcast, a reset, the run failed); held frames go on if asked."""
+        held = self.asking.release()
+        self.broadcast.summary.pop("quiz", None)
+        for frame in held if pass_on else ():
+            await self._pass_on(frame)
 
     async def _to_host(self, frame: dict) -> None:
         if self.host is not None:
@@ -177,6 +223,7 @@ class BroadcastRelay:
         elif event["type"] == "workshop.event" and event.get("kind") == "state" and \
                 self._superseded_by(event["state"].get("broadcast") or {}):
             await self.run.end()  # one broadcast at a time: the newest wins
+            await self.drop_question()
             self.broadcast = Broadcast()
 
     def _superseded_by(self, other: dict) -> bool:

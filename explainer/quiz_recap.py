@@ -1,0 +1,49 @@
+"""The class quiz's recap for the host (issue 26): CSV, JSON and a printable page of every question since Reset."""
+import csv
+import io
+
+from django.http import HttpResponse, JsonResponse
+from django.shortcuts import redirect, render
+from django.views.decorators.http import require_http_methods
+
+from explainer.host import is_host_request
+from explainer.services.workshop import quiz
+
+
+def _formula_safe(value):
+    """A spreadsheet reads a cell starting with = + - @ as a formula: the class's typed text stays text."""
+    if isinstance(value, str) and value[:1] in ("=", "+", "-", "@", "\t", "\r"):
+        return "'" + value
+    return value
+
+
+@require_http_methods(["GET", "HEAD"])
+def recap_csv(request):
+    """One row per question and token: the model's odds beside the class's counts."""
+    if not is_host_request(request):
+        return redirect("host")
+    out = io.StringIO()
+    writer = csv.DictWriter(out, fieldnames=quiz.CSV_FIELDS)
+    writer.writeheader()
+    for row in quiz.recap_rows(quiz.recap()):
+        writer.writerow({k: _formula_safe(v) for k, v in row.items()})
+    response = HttpResponse(out.getvalue(), content_type="text/csv; charset=utf-8")
+    response["Content-Disposition"] = 'attachment; filename="hit-enter-quiz.csv"'
+    return response
+
+
+@require_http_methods(["GET", "HEAD"])
+def recap_json(request):
+    if not is_host_request(request):
+        return redirect("host")
+    response = JsonResponse({"questions": quiz.recap()}, json_dumps_params={"ensure_ascii": False, "indent": 1})
+    response["Content-Disposition"] = 'attachment; filename="hit-enter-quiz.json"'
+    return response
+
+
+@require_http_methods(["GET", "HEAD"])
+def recap_page(request):
+    """The printable page: each question, its text so far, and the class's answers beside the model's odds."""
+    if not is_host_request(request):
+        return redirect("host")
+    return render(request, "quiz_recap.html", {"questions": quiz.recap()})
