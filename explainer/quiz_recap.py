@@ -46,4 +46,16 @@ def recap_page(request):
     """The printable page: each question, its text so far, and the class's answers beside the model's odds."""
     if not is_host_request(request):
         return redirect("host")
-    return render(request, "quiz_recap.html", {"questions": quiz.recap()})
+    return render(request, "quiz_recap.html", {"questions": [_printable(q) for q in quiz.recap()]})
+
+
+def _printable(question: dict) -> dict:
+    """The page's rows: by the model's rank, each token's piece with its spaces shown, probabilities in percent."""
+    rows = sorted(question["candidates"], key=lambda c: c["rank"] if c["rank"] is not None else 99)
+    shown = lambda text: text.replace(" ", "\u2423").replace("\n", "\u21b5") or "\u2205"  # noqa: E731 (as the article)
+    for row in rows:
+        row["label"] = "\u27e8end of reply\u27e9" if row["special"] else shown(row["text"])
+        row["percent"] = "–" if row["model_prob"] is None else f"{row['model_prob']:.1%}"
+    drawn = question["drawn"]
+    return {**question, "candidates": rows, "drawn_label": shown(drawn["text"]) if drawn else None,
+            "others": [{**o, "label": shown(o["text"])} for o in question["others"]]}

@@ -35,6 +35,9 @@ const SAYS = {
   out_of_memory: () => "The server ran out of memory for this run. Try a shorter prompt or fewer new tokens.",
   no_worker: () => "No model is running on the server right now. Press Play again in a minute, or tell the host.",
   worker_lost: () => "The class server restarted part of itself, the part running your run. Press Play again.",
+  quiz_closed: () => "The host has revealed the answer: answers to that question are closed. Wait for the next one.",
+  quiz_open: () => "The class is still answering the question: reveal the answer first.",
+  no_question: () => "No question is open: ask the class first.",
 };
 
 /** The sentence a reader sees for an `error` message, with its code for anyone they report it to. */

@@ -1,6 +1,8 @@
 // The workshop host's page: live stats, the broadcast run and its controls, pins and limits
 // (docs/protocol.md, "Workshop mode"). Everything from the server is drawn with textContent.
 
+import { bindQuiz, quizOpen, renderQuiz } from "./host-quiz.js";
+
 const $ = (sel) => document.querySelector(sel);
 const INT_FIELDS = new Set(["top_k", "max_new_tokens", "seed", "max_sessions"]);
 let socket = null;
@@ -10,6 +12,7 @@ let formsFilled = false;
 let wasSilent = new Set(); // workers not answering at the last stats, to say when one comes back
 let cameBack = "";
 let broadcast = {}; // the broadcast's summary: from the stats, kept current by its own frames in between
+let quiz = null; // the class's question, from the stats: while it is open the run verbs wait for the reveal
 let lookOffered = null; // the step last put in "Everyone look at step" (the host's own number stays until the next step)
 let received = 0;   // messages read on this socket: acked so the broadcast never runs far ahead of the host
 const ACK_EVERY = 8;
@@ -114,7 +117,9 @@ function renderStats(s) {
   $("#limits-now").textContent = `${limits || "the server's"}; own runs ${s.limits.own_runs_allowed ? "allowed" : "off"}`;
   renderOverrides(s.pins, s.limits);
   broadcast = s.broadcast || {};
+  quiz = s.quiz ?? null;
   renderBroadcast();
+  renderQuiz(quiz, broadcast, s.visitors.following);
   if (!formsFilled) fillForms(s);
 }
 
@@ -143,7 +148,7 @@ const VALID_VERBS = {
 };
 
 function renderControls(state) {
-  const valid = VALID_VERBS[state] || [];
+  const valid = quizOpen(quiz) ? [] : VALID_VERBS[state] || [];
   for (const button of document.querySelectorAll("#broadcast-form [data-verb]")) {
     button.disabled = !valid.includes(button.dataset.verb);
   }
@@ -254,6 +259,7 @@ function bindReset() {
 }
 
 function init() {
+  bindQuiz(send);
   bindReset();
   bindBroadcast();
   bindPins();

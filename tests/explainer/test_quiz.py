@@ -7,6 +7,7 @@ CSV has the class's counts beside the model's odds.
 """
 import asyncio
 import csv
+import html
 import io
 import json
 
@@ -100,10 +101,23 @@ async def test_the_room_guesses_without_the_odds_then_sees_them_beside_its_answe
     assert counted[by_key[picks[1]]["id"]] == 3 and sum(counted.values()) == 3
     assert [r["drawn"] for r in rows].count("True") == 1
 
+    printable, recap = await sync_to_async(recap_pages)(session)
+    assert html.escape(BROADCAST["messages"][0]["content"]) in printable and "(drawn)" in printable  # text, never markup
+    assert recap["questions"][0]["named"] == [{"nickname": "Ada", "token": by_key[picks[1]]["text"]}]
     await host.send_json_to({"type": "reset"})  # the workshop's Reset deletes the class's answers
     await until(guests[0], lambda m: m["type"] == "workshop" and not m["broadcast"])
     assert await sync_to_async(QuizQuestion.objects.count)() == 0
     await close(host, *guests)
+
+
+def recap_pages(session: str) -> tuple[str, dict]:
+    """The printable page and the JSON, for the host; a visitor without the host's session is sent to log in."""
+    assert Client().get("/host/quiz.json").status_code == 302
+    browser = Client()
+    browser.cookies["sessionid"] = session
+    page, data = browser.get("/host/quiz/"), browser.get("/host/quiz.json")
+    assert page.status_code == data.status_code == 200
+    return page.content.decode(), data.json()
 
 
 def recap_csv(session: str) -> str:

@@ -187,9 +187,14 @@ def recap() -> list[dict]:
         out.append({"question": question.id, "broadcast": question.broadcast, "step": question.step,
                     "asked_at": question.asked_at.isoformat(), "revealed": question.revealed_at is not None,
                     "context": question.context, "candidates": rows, "others": counted["others"],
-                    "answered": counted["answered"], "drawn": outcome.get("token"), "u": outcome.get("u"),
+                    "answered": counted["answered"], "named": _named(question), "drawn": outcome.get("token"), "u": outcome.get("u"),
                     "greedy": outcome.get("greedy")})
     return out
+
+
+def _named(question: QuizQuestion) -> list[dict]:
+    """The answers given with a nickname (the only thing about a person kept): who picked which token."""
+    return [{"nickname": a.nickname, "token": a.token_text} for a in question.answers.all() if a.nickname]
 
 
 CSV_FIELDS = ("question", "broadcast", "step", "prompt", "reply_so_far", "token_id", "token", "shown_as",

@@ -5,7 +5,7 @@
 import { RunRecorder } from "../save-run.js";
 import { errorWords } from "../error-words.js";
 import { addMessage, bindRanges } from "../prompt-form.js";
-import { $, changed, client, onChange, page, state, workshop } from "./page.js";
+import { $, changed, client, onChange, page, quizCard, state, workshop } from "./page.js";
 import { bindButtons } from "./controls.js";
 import { renderChrome } from "./chrome.js";
 import { addExportBars, feedDiagrams, findDiagrams, loadElements } from "./diagrams.js";
@@ -33,6 +33,7 @@ function noteBanner(msg) {
 
 function onMessage(msg) {
   if (msg.type === "tokenized") { onCount(msg); return; } // the prompt box's count: no part of the run
+  if (quizCard.owns(msg)) return; // an answer to the host's question, or its refusal: the card says it
   noteBanner(msg);
   if (msg.type === "session") goLive();
   const leftLine = msg.type === "status" && msg.reason === "left_queue"; // a Stop while the start waited in line
@@ -86,6 +87,7 @@ function init() {
   workshop.onLook = lookAtHostStep;
   workshop.onJump = jumpToHostStep;
   workshop.bind($("#workshop-banner"), $("#params"), changed);
+  quizCard.bind($("#quiz-card"));
   bindSocket();
   const examplesUrl = document.querySelector("[data-examples]")?.dataset.examples;
   if (examplesUrl) loadExamples(examplesUrl);

@@ -4,12 +4,14 @@
 import { RunView } from "../run-view.js";
 import { SessionClient } from "../client.js";
 import { WorkshopFollow } from "../workshop-follow.js";
+import { QuizCard } from "../quiz-card.js";
 import { stepFromUrl } from "../step-bar.js";
 
 export const $ = (sel) => document.querySelector(sel);
 export const state = new RunView();
 export const client = new SessionClient();
 export const workshop = new WorkshopFollow(client); // listens first: following is current when the page redraws
+export const quizCard = new QuizCard(client, workshop); // the host's question to the class, when following
 
 export const page = {
   recorder: null,      // keeps the current run's payloads for "Save run"

@@ -1,0 +1,92 @@
+// The class quiz's chart (issue 26), shared by the host's page and every follower's: each candidate token with
+// the class's count beside it and, once revealed, the model's probability and the token the dice drew.
+// Everything from the server is drawn as text.
+import { el, showPiece } from "./base-element.js";
+import { pct } from "./widgets.js";
+
+/** A candidate as the reader sees it: its piece with spaces made visible, or what a special token means. */
+export function tokenLabel(token) {
+  return token.special ? "\u27e8end of reply\u27e9" : `\u201c${showPiece(token.text ?? "")}\u201d`;
+}
+
+/** The rows to draw: the candidates (by the model's odds once revealed, else in the order shown), then typed
+ * tokens outside them; each with its count. */
+function rowsOf(quiz) {
+  const counts = quiz.counts || quiz.outcome?.counts || {};
+  const revealed = quiz.outcome?.candidates;
+  const rows = (revealed || quiz.candidates).map((c) => ({ ...c, count: counts[String(c.key)] ?? 0 }));
+  if (revealed) rows.sort((a, b) => (b.model_prob ?? -1) - (a.model_prob ?? -1));
+  const others = (quiz.outcome?.others || quiz.others || []).map((o) => ({ ...o, key: null, typed: true }));
+  return rows.concat(others);
+}
+
+function bar(fraction, cls) {
+  const track = el("span", { class: `quiz-bar ${cls}`, "aria-hidden": "true" });
+  track.append(el("span", { style: `width: ${Math.round(Math.max(0, Math.min(1, fraction)) * 100)}%` }));
+  return track;
+}
+
+/** The table: token, the class's count, and (revealed) the model's probability; `mine` marks the reader's answer. */
+export function quizTable(quiz, mine = null) {
+  const outcome = quiz.outcome || null;
+  const answered = quiz.answered ?? outcome?.answered ?? 0;
+  const table = el("table", { class: "quiz-table" });
+  table.append(el("caption", {}, outcome ? `The class's answers (${answered}) beside the model's probabilities`
+    : `The class's answers so far: ${answered}`));
+  const head = el("tr");
+  for (const name of ["Token", "The class", ...(outcome ? ["The model"] : [])]) head.append(el("th", { scope: "col" }, name));
+  table.appendChild(el("thead")).append(head);
+  const body = table.appendChild(el("tbody"));
+  for (const row of rowsOf(quiz)) {
+    const tr = body.appendChild(el("tr", { "data-key": row.key ?? "typed" }));
+    const marks = [];
+    if (outcome && row.id === outcome.token.id) { tr.classList.add("quiz-drawn"); marks.push("drawn"); }
+    if (mine != null && (row.key === mine.key && row.key != null || row.typed && row.id === mine.token?.id)) {
+      tr.classList.add("quiz-mine");
+      marks.push("your answer");
+    }
+    const name = tr.appendChild(el("th", { scope: "row" }));
+    name.append(el("span", { class: "quiz-token" }, tokenLabel(row)));
+    if (row.typed) name.append(el("small", {}, " typed"));
+    for (const mark of marks) name.append(el("span", { class: "quiz-mark" }, mark));
+    const count = tr.appendChild(el("td", { class: "quiz-count" }));
+    count.append(bar(answered ? row.count / answered : 0, "class"), el("span", {}, `${row.count} of ${answered}`));
+    if (outcome) {
+      const model = tr.appendChild(el("td", { class: "quiz-model" }));
+      const p = row.model_prob;
+      model.append(bar(p ?? 0, "model"), el("span", {}, p == null ? `below the top ${outcome.listed} (< ${pct(outcome.below_listed)})`
+        : `${pct(p)} (rank ${row.rank})`));
+    }
+  }
+  return table;
+}
+
+/** What the reveal shows, in words: the model's favourite and how many picked it, then what the dice drew. */
+export function revealLines(quiz) {
+  const o = quiz.outcome;
+  const rows = rowsOf(quiz).filter((r) => !r.typed);
+  const top = rows[0];
+  const answered = o.answered ?? 0;
+  const you = answered === 1 ? "you" : "of you";
+  const lines = [answered ? `The model gave ${tokenLabel(top)} ${pct(top.model_prob)}: ${top.count} of ${answered} ${you} picked it.`
+    : `The model gave ${tokenLabel(top)} ${pct(top.model_prob)}; nobody answered.`];
+  const popular = rows.reduce((best, r) => (r.count > best.count ? r : best), rows[0]);
+  if (answered && popular.id !== top.id && popular.count > top.count) {
+    lines.push(`Most of you (${popular.count}) picked ${tokenLabel(popular)}: the model gave it ${pct(popular.model_prob)}.`);
+  }
+  const drawn = rows.find((r) => r.id === o.token.id) || { ...o.token, rank: null };
+  if (o.greedy) lines.push(`At temperature 0 the model takes its top token: ${tokenLabel(drawn)}.`);
+  else {
+    const where = drawn.rank === 1 ? "its top choice" : drawn.rank ? `its ${ordinal(drawn.rank)} choice` : "a token below its top 10";
+    lines.push(`The dice (u = ${o.u.toFixed(3)}) drew ${tokenLabel(drawn)}, ${where}, from the sampling distribution `
+      + `(${pct(o.token.prob)} after the sampling settings).`);
+  }
+  const matched = rows.find((r) => r.id === o.token.id)?.count ?? 0;
+  if (answered && drawn.id !== top.id) lines.push(matched ? `${matched} of ${answered} ${you} picked the drawn token.` : "None of you picked the drawn token.");
+  return lines;
+}
+
+function ordinal(n) {
+  const suffix = n % 100 >= 11 && n % 100 <= 13 ? "th" : { 1: "st", 2: "nd", 3: "rd" }[n % 10] || "th";
+  return `${n}${suffix}`;
+}
