@@ -8,7 +8,7 @@ from tests.support import ROOT
 SOURCES = [*(ROOT / "explainer").rglob("*.py"), *(ROOT / "inference").rglob("*.py")]
 RAISED = re.compile(r'(?:ProtocolError|error_payload)\(\s*"([a-z_]+)"')  # the code first
 CODE_LAST = re.compile(r'(?:ParamError|PromptError|DetailError|SessionError)\((?:[^()]|\([^()]*\))*?,\s*"([a-z_]+)"\)')
-MESSAGE_TYPES = {"start", "stop", "step", "done", "error", "follow", "workshop"}  # named in the paragraph, not codes
+MESSAGE_TYPES = {"start", "stop", "step", "done", "error", "follow", "workshop", "answer", "ask", "reveal"}  # named in the paragraph, not codes
 HTTP_ONLY = {"too_deep", "invalid_payload", "unsupported_schema", "too_large", "recordings_full", "not_host"}
 
 
