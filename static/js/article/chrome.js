@@ -2,6 +2,7 @@
 // streamed reply and the run buttons, drawn whole from the page's state by renderChrome() on every change.
 import { $, page, runPhase, state } from "./page.js";
 import { renderButtons } from "./controls.js";
+import { guess, guessing } from "./guess.js";
 import { prefillText } from "../run-view.js";
 import { plural } from "../lib/plural.js";
 
@@ -35,6 +36,10 @@ function bannerText() {
   if (page.mode === "example") return { kind: "info", text: "Showing a recorded example. Press play to run the model on your prompt." };
   if (phase === "held") return { kind: "info", text: `Waiting for this page to catch up (ack) after step ${n}.` };
   if (phase === "running") return { kind: "info", text: n && state.prefill ? `Generating… step ${n}` : firstTokenText() };
+  if (phase === "paused" && guessing() && !state.done) {
+    return { kind: "info", text: guess.question ? `Step ${n + 1} is computed: pick your guess below to see it.`
+      : `Paused after step ${n}: press Next token for the next guess.` };
+  }
   if (phase === "paused") return { kind: "info", text: n ? `Paused after step ${n}.` : "Paused after the prefill. Press step." };
   if (state.done) {
     const t = state.done.timing || {};

@@ -2,6 +2,7 @@
 // when the server accepts its message in the run's state.
 import { addMessage, bindRunKeys, readMessages, readParams } from "../prompt-form.js";
 import { $, LIVE, changed, client, page, runPhase, state, workshop } from "./page.js";
+import { guess, guessing } from "./guess.js";
 
 /** Stop, naming the last step drawn: the server keeps at most the one it is computing. */
 export function stopRun() {
@@ -41,7 +42,8 @@ export function bindButtons() {
     else start(true); // from idle: start paused on the prefill, then step by step
   });
   $("#add-message").addEventListener("click", () => addMessage("user", "", changed).querySelector("textarea").focus());
-  $("#run-form").addEventListener("submit", (e) => { e.preventDefault(); if (!$("#btn-play").disabled) start(false); });
+  // In guess mode a run starts paused: each step comes when the learner has guessed it (article/guess.js).
+  $("#run-form").addEventListener("submit", (e) => { e.preventDefault(); if (!$("#btn-play").disabled) start(guess.on); });
   bindRunKeys($("#run-form"), () => $("#run-form").requestSubmit());
   document.addEventListener("keydown", (e) => {
     if (e.key === "Escape" && LIVE.has(runPhase())) { e.preventDefault(); stopRun(); }
@@ -60,4 +62,9 @@ export function renderButtons() {
   $("#btn-step").disabled = !driven || (phase !== "paused" && phase !== "idle") || page.stepAsked;
   $("#btn-stop").disabled = !driven || !LIVE.has(phase);
   if (!workshop.ownRunsAllowed) $("#btn-play").disabled = true; // the workshop host turned own runs off
+  if (guessing()) { // the learner's picks move the run on, one step each
+    for (const id of ["#btn-resume", "#btn-step"]) $(id).disabled = true;
+  }
+  const toggle = $("#guess-mode");
+  if (toggle) toggle.disabled = workshop.following;
 }

@@ -12,6 +12,7 @@ import { addExportBars, feedDiagrams, findDiagrams, loadElements } from "./diagr
 import { followRun, goLive, jumpToHostStep, loadExamples, lookAtHostStep, replayRecording, runRecordingLive } from "./recordings.js";
 import { backToOriginal, request } from "./requests.js";
 import { bindTokenCount, onCount } from "./token-count.js";
+import { guess, holds, setGuessing } from "./guess.js";
 
 const DEFAULT_MESSAGES = [{ role: "user", content: "The mole on my face may need a biopsy. Explain this simply." }];
 const RUN_MESSAGES = new Set(["prefill", "step", "done", "check", "detail", "retemper"]);
@@ -34,6 +35,12 @@ function noteBanner(msg) {
 function onMessage(msg) {
   if (msg.type === "tokenized") { onCount(msg); return; } // the prompt box's count: no part of the run
   if (quizCard.owns(msg)) return; // an answer to the host's question, or its refusal: the card says it
+  if (holds(msg)) { changed(); return; } // guess mode: this step waits for the learner's pick
+  show(msg);
+}
+
+/** A message drawn on the page: now, or when guess mode releases it. */
+function show(msg) {
   noteBanner(msg);
   if (msg.type === "session") goLive();
   const leftLine = msg.type === "status" && msg.reason === "left_queue"; // a Stop while the start waited in line
@@ -88,6 +95,9 @@ function init() {
   workshop.onJump = jumpToHostStep;
   workshop.bind($("#workshop-banner"), $("#params"), changed);
   quizCard.bind($("#quiz-card"));
+  guess.deliver = show;
+  guess.feed = () => { feedDiagrams(); changed(); };
+  $("#guess-mode")?.addEventListener("change", (e) => setGuessing(e.target.checked, page.recording));
   bindSocket();
   const examplesUrl = document.querySelector("[data-examples]")?.dataset.examples;
   if (examplesUrl) loadExamples(examplesUrl);

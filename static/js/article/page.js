@@ -29,6 +29,7 @@ export const page = {
   starting: false,     // a start was sent and its prefill has not come yet (nor a refusal): the prefill is under way
   hostStep: null,      // the workshop host's "everyone look at step N" for the broadcast followed, or null
   lastRunState: null,  // the run_state of the last status: whether a step came from a paused run (a Step)
+  recording: null,     // the recording on show ({payloads, …}): guess mode folds it one step at a time
 };
 
 /** Whether the diagrams show a recording (an example or a permalink) rather than a live run. */

@@ -7,6 +7,7 @@ import { $, LIVE, changed, client, page, runPhase, state, workshop } from "./pag
 import { start, stopRun } from "./controls.js";
 import { feedDiagrams } from "./diagrams.js";
 import { plural } from "../lib/plural.js";
+import { recordingShown, recordingWhole } from "./guess.js";
 
 /** The step bar, made once; scrubbing is a change to the chrome (the diagrams follow the page step themselves). */
 function ensureStepBar() {
@@ -27,6 +28,7 @@ function restingStep(ended = false) {
 function showRecording(recording, kind) {
   page.mode = kind;
   page.original = null;
+  page.recording = recording;
   const replay = new Replay(recording.payloads);
   replay.stateAt(replay.steps, state);
   const bar = ensureStepBar();
@@ -35,10 +37,13 @@ function showRecording(recording, kind) {
   bar.show();
   feedDiagrams();
   changed();
+  recordingShown(recording); // guess mode: back to the step shown, the next one to guess
 }
 
 /** The whole example in place of its first-paint file: the same run, the step the visitor is on kept. */
 function showWhole(recording) {
+  page.recording = recording;
+  if (recordingWhole(recording)) return true;
   const replay = new Replay(recording.payloads);
   replay.stateAt(replay.steps, state);
   feedDiagrams();

@@ -26,15 +26,17 @@ function bar(fraction, cls) {
   return track;
 }
 
-/** The table: token, the class's count, and (revealed) the model's probability; `mine` marks the reader's answer. */
-export function quizTable(quiz, mine = null) {
+/** The table: token, the class's count, and (revealed) the model's probability; `mine` marks the reader's answer.
+ * For one learner (`audience` "you", guess mode) there is no class column: their pick is marked in the rows. */
+export function quizTable(quiz, mine = null, audience = "class") {
   const outcome = quiz.outcome || null;
   const answered = quiz.answered ?? outcome?.answered ?? 0;
   const table = el("table", { class: "quiz-table" });
-  table.append(el("caption", {}, outcome ? `The class's answers (${answered}) beside the model's probabilities`
-    : `The class's answers so far: ${answered}`));
+  const alone = audience === "you";
+  table.append(el("caption", {}, alone ? "Your pick beside the model's probabilities" : outcome
+    ? `The class's answers (${answered}) beside the model's probabilities` : `The class's answers so far: ${answered}`));
   const head = el("tr");
-  for (const name of ["Token", "The class", ...(outcome ? ["The model"] : [])]) head.append(el("th", { scope: "col" }, name));
+  for (const name of ["Token", ...(alone ? [] : ["The class"]), ...(outcome ? ["The model"] : [])]) head.append(el("th", { scope: "col" }, name));
   table.appendChild(el("thead")).append(head);
   const body = table.appendChild(el("tbody"));
   for (const row of rowsOf(quiz)) {
@@ -49,8 +51,10 @@ export function quizTable(quiz, mine = null) {
     name.append(el("span", { class: "quiz-token" }, tokenLabel(row)));
     if (row.typed) name.append(el("small", {}, " typed"));
     for (const mark of marks) name.append(el("span", { class: "quiz-mark" }, mark));
-    const count = tr.appendChild(el("td", { class: "quiz-count" }));
-    count.append(bar(answered ? row.count / answered : 0, "class"), el("span", {}, `${row.count} of ${answered}`));
+    if (!alone) {
+      const count = tr.appendChild(el("td", { class: "quiz-count" }));
+      count.append(bar(answered ? row.count / answered : 0, "class"), el("span", {}, `${row.count} of ${answered}`));
+    }
     if (outcome) {
       const model = tr.appendChild(el("td", { class: "quiz-model" }));
       const p = row.model_prob;
@@ -89,4 +93,34 @@ export function revealLines(quiz) {
 function ordinal(n) {
   const suffix = n % 100 >= 11 && n % 100 <= 13 ? "th" : { 1: "st", 2: "nd", 3: "rd" }[n % 10] || "th";
   return `${n}${suffix}`;
+}
+
+/** A learner's question from a step the page holds (guess mode): the model's top 8 by raw logit and 2 from lower
+ * down, the drawn token always among them, shuffled (the same rule as the class quiz's server side). */
+export function candidatesOf(step, eosIds = new Set()) {
+  const ranked = step.logits.top;
+  let lower = ranked.slice(8);
+  const drawn = step.token;
+  if (!ranked.slice(0, 8).some((t) => t.id === drawn.id)) {
+    lower = [lower.find((t) => t.id === drawn.id) || drawn, ...lower.filter((t) => t.id !== drawn.id)];
+  }
+  const chosen = [...ranked.slice(0, 8), ...lower.slice(0, 2)];
+  for (let i = chosen.length - 1; i > 0; i--) { // Fisher–Yates: the order shown gives no rank away
+    const j = Math.floor(Math.random() * (i + 1));
+    [chosen[i], chosen[j]] = [chosen[j], chosen[i]];
+  }
+  return chosen.map((t, key) => ({ key, id: t.id, text: t.text, special: eosIds.has(t.id) || Boolean(t.special) }));
+}
+
+/** The reveal of a held step for one learner: the same shape as the class quiz's `outcome`. */
+export function outcomeOf(step, candidates, pickedKey) {
+  const raw = new Map(step.logits.top.map((t, i) => [t.id, { rank: i + 1, prob: t.prob }]));
+  const final = new Map((step.probs || []).map((t) => [t.id, t.prob]));
+  return {
+    step: step.step, token: step.token, u: step.draw?.u ?? null, greedy: step.greedy,
+    candidates: candidates.map((c) => ({ ...c, rank: raw.get(c.id)?.rank ?? null, model_prob: raw.get(c.id)?.prob ?? null,
+      final_prob: final.get(c.id) ?? null })),
+    listed: step.logits.top.length, below_listed: Math.min(...step.logits.top.map((t) => t.prob)),
+    answered: pickedKey == null ? 0 : 1, counts: pickedKey == null ? {} : { [pickedKey]: 1 }, others: [],
+  };
 }
