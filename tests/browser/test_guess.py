@@ -32,15 +32,27 @@ def label(token: dict) -> str:
 
 
 def test_guessing_each_token_of_a_live_run_with_the_keyboard(page, site_url):
+    guess_through_a_live_run(page, site_url)
+
+
+def test_guessing_each_token_of_a_live_smollm2_run(page, smollm2_url):
+    """The real chat model, as `make run` serves it: its candidates are words (a leading space shown as ␣)."""
+    frames = guess_through_a_live_run(page, smollm2_url, tokens=3)
+    first = next(f for f in frames if f["type"] == "step" and f["step"] == 1)
+    assert "SmolLM2" in next(f for f in frames if f["type"] == "session")["model"]["name"]
+    assert len(first["logits"]["top"]) == 10
+
+
+def guess_through_a_live_run(page, site_url, tokens=TOKENS) -> list[dict]:
     frames = socket_frames(page)
     page.goto(site_url + "/")
     expect(page.locator("#status-banner")).to_contain_text("Ready")
-    page.locator('#params input[name="max_new_tokens"]').fill(str(TOKENS))
+    page.locator('#params input[name="max_new_tokens"]').fill(str(tokens))
     page.locator("#guess-mode").check()
     page.locator("#btn-play").focus()
     page.keyboard.press("Enter")
     picks, steps_seen = [], 0
-    for n in range(1, TOKENS + 1):
+    for n in range(1, tokens + 1):
         expect(page.locator("#guess-card legend")).to_contain_text(f"Step {n}:")
         step = None
         for _ in range(100):  # the step is on the page's socket already: it was computed, not shown
@@ -68,6 +80,8 @@ def test_guessing_each_token_of_a_live_run_with_the_keyboard(page, site_url):
     expect(page.locator("#status-banner")).to_contain_text("Finished")
     expect(page.locator("#guess-next")).to_have_text("The reply has ended")
     assert page.locator("#reply").inner_text() == next(f for f in frames if f["type"] == "done")["text"]
+    assert not page.errors, page.errors
+    return frames
 
 
 def test_guessing_through_a_recorded_example(page, site_url):
