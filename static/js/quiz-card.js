@@ -41,7 +41,8 @@ export class QuizCard {
 
   #onMessage(msg) {
     if (msg.type === "workshop") {
-      this.#quiz = msg.following ? msg.broadcast?.quiz ?? null : null;
+      const quiz = msg.following ? msg.broadcast?.quiz ?? null : null;
+      this.#quiz = quiz?.state === "open" && !msg.host_live ? null : quiz; // a broadcast that ended mid-question asks nothing
       this.#render();
     } else if (msg.type === "answered") {
       this.#asking = false;

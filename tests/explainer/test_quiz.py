@@ -178,3 +178,17 @@ def test_a_typed_word_is_read_as_the_models_token(settings):
     assert match_typed(" water", "") == (spaced[0], " water", 1)
     several = match_typed("waterproofing", "It is made of")
     assert several[2] > 1 and several[0] == tokenizer.encode(" waterproofing", add_special_tokens=False)[0]
+
+
+@DB
+async def test_a_new_broadcast_drops_the_open_question_and_its_answers():
+    host, (guest,), _ = await paused_broadcast(1)
+    await host.send_json_to({"type": "ask"})
+    question, _ = await question_on(guest)
+    assert (await answer(guest, question, choice=1))["type"] == "answered"
+    await host.send_json_to({**BROADCAST, "paused": True})  # the host starts over before revealing
+    await until(guest, lambda m: m["type"] == "workshop" and m["broadcast"] and "quiz" not in m["broadcast"])
+    late = await answer(guest, question, choice=2)
+    assert late["code"] == "quiz_closed"
+    assert await sync_to_async(QuizQuestion.objects.count)() == 0
+    await close(host, guest)

@@ -92,6 +92,12 @@ def counts(question_id: str) -> dict:
 
 
 @database_sync_to_async
+def forget(question_id: str) -> None:
+    """A question dropped before its reveal (a new broadcast, the run failed): answers to it are refused from now."""
+    QuizQuestion.objects.filter(pk=question_id).delete()
+
+
+@database_sync_to_async
 def forget_all() -> None:
     """The workshop's Reset: every question and answer goes."""
     QuizQuestion.objects.all().delete()

@@ -183,8 +183,11 @@ class BroadcastRelay:
 
     async def drop_question(self, pass_on: bool = False) -> None:
         """The question goes unanswered (a new broadcast, a reset, the run failed); held frames go on if asked."""
+        question = self.asking.question
         held = self.asking.release()
         self.broadcast.summary.pop("quiz", None)
+        if question is not None:  # its step was never shown: the question, and any answers to it, go
+            await quiz.forget(question["id"])
         for frame in held if pass_on else ():
             await self._pass_on(frame)
 
