@@ -13,7 +13,6 @@ import logging
 import time
 
 from asgiref.sync import sync_to_async
-from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 from django.conf import settings
 from django.core.cache import cache
@@ -33,7 +32,7 @@ from explainer.services.workshop import away, quiz
 from explainer.services.workshop.relay import Broadcast, BroadcastRelay, announce
 
 log = logging.getLogger(__name__)
-SESSION_FLAG = "workshop_host"
+SESSION_FLAG = policy.HOST_SESSION_FLAG
 NOT_HOST_CLOSE_CODE = 4003
 STATS_EVERY_S = 1.0
 RUN_VERBS = ("pause", "resume", "step", "stop", "ack")
@@ -110,12 +109,6 @@ def _log_in_by_link(request):
                   status=403)
 
 
-@database_sync_to_async
-def _is_host(scope) -> bool:
-    session = scope.get("session")
-    return bool(settings.EXPLAINER_HOST_PASSWORD and session is not None and session.get(SESSION_FLAG))
-
-
 # ---- the host's socket -----------------------------------------------------------------------------------
 
 class HostConsumer(ReleasedOnExit, StrictJson, AsyncJsonWebsocketConsumer):
@@ -123,7 +116,7 @@ class HostConsumer(ReleasedOnExit, StrictJson, AsyncJsonWebsocketConsumer):
 
     async def connect(self):
         await self.accept()
-        if not await _is_host(self.scope):
+        if not await policy.is_host_scope(self.scope):
             await self.send_json(error_payload("not_host", "log in as the workshop host at /host/ first"))
             await self.close(code=NOT_HOST_CLOSE_CODE)
             return

@@ -76,7 +76,8 @@ function stat(name, text) {
 function renderStats(s) {
   const processes = s.visitors.processes > 1 ? ` over ${s.visitors.processes} Daphne processes` : "";
   stat("connected", `${s.visitors.connected}${processes}`);
-  stat("following", String(s.visitors.following));
+  const projectors = s.visitors.projectors ? ` (and ${s.visitors.projectors === 1 ? "your projector view" : `${s.visitors.projectors} projector views`}, not counted)` : "";
+  stat("following", `${s.visitors.following}${projectors}`);
   stat("behind", String(s.visitors.behind ?? 0));
   stat("closed", String(s.visitors.closed ?? 0));
   stat("start-line", String(s.start_line ?? 0));

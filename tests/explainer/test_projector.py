@@ -40,3 +40,24 @@ async def test_everyone_look_at_step_n_reaches_every_follower_within_the_run():
         assert news["broadcast"]["look"]["step"] == 1 and news["broadcast"]["step"] == 3
     await host.send_json_to({"type": "stop"})
     await close(*followers, host)
+
+
+@DB
+async def test_the_projector_view_is_not_counted_as_a_student():
+    """The host's own browser following (the projector view) is listed apart from the room's students."""
+    from asgiref.sync import sync_to_async
+    from channels.testing import WebsocketCommunicator
+    from explainer.asgi import application
+    from tests.explainer.test_workshop import OPEN, ORIGIN, host_socket, log_in
+    session = await sync_to_async(log_in)()
+    host = await host_socket(session)
+    student = await visitor()
+    await follow(student)
+    projector = WebsocketCommunicator(application, "/ws/session/", headers=[ORIGIN, (b"cookie", f"sessionid={session}".encode())])
+    assert (await projector.connect())[0]
+    OPEN.append(projector)
+    await until(projector, lambda m: m.get("state") == "ready")
+    await follow(projector)
+    stats = (await until(host, lambda m: m["type"] == "host_stats" and m["visitors"]["projectors"] == 1))[-1]
+    assert (stats["visitors"]["connected"], stats["visitors"]["following"]) == (1, 1)
+    await close(projector, student, host)

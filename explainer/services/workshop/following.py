@@ -69,6 +69,7 @@ class Follower(NoFollower):
         self.room = asyncio.Event()
         self.flushing = asyncio.Lock()
         self.waiter: asyncio.Task | None = None
+        self.projector = False
         self.sync_asked = 0.0
         self._reset(None)
 
@@ -87,6 +88,7 @@ class Follower(NoFollower):
             return
         await self.layer.group_add(GROUP, self.consumer.channel_name)
         self.joined = True
+        self.projector = await policy.is_host_scope(self.consumer.scope)  # the host's own projector view: no student
         presence.arrive(self)
         presence.census_publisher.ensure_running()  # the host page counts this process's visitors with the room's
         self.snapshot = await policy.snapshot()

@@ -20,6 +20,7 @@ NO_LIMITS = {"max_new_tokens": None, "max_sessions": None, "own_runs_allowed": T
 # no frame of it will ever come, so it reads as ended, and pages say why.
 RELAY_BEAT_S, RELAY_GONE_S = 10, 35
 SERVER_RESTARTED = "server_restarted"  # the stop_reason of such a broadcast
+HOST_SESSION_FLAG = "workshop_host"  # set in the Django session of a browser logged in at /host/
 
 
 def relay_key(channel: str | None) -> str:
@@ -35,6 +36,13 @@ def relay_alive(channel: str | None) -> bool:
 
 def enabled() -> bool:
     return bool(settings.EXPLAINER_HOST_PASSWORD)
+
+
+@database_sync_to_async
+def is_host_scope(scope) -> bool:
+    """A socket opened by the logged-in host's browser (the host page, or its projector view)."""
+    session = scope.get("session")
+    return bool(enabled() and session is not None and session.get(HOST_SESSION_FLAG))
 
 
 def as_snapshot(state: WorkshopState | None) -> dict:

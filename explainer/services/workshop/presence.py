@@ -35,9 +35,11 @@ def leave(follower) -> None:
 
 
 def census() -> dict:
-    """Connected, following and behind visitors on this process's sockets, and the pages closed here."""
-    following = [f for f in _present if f.following]
-    return {"connected": len(_present), "following": len(following),
+    """Connected, following and behind students on this process's sockets, the pages closed here, and the host's
+    projector views (counted apart: the room's figures are its students)."""
+    students = [f for f in _present if not f.projector]
+    following = [f for f in students if f.following]
+    return {"connected": len(students), "following": len(following), "projectors": len(_present) - len(students),
             "behind": sum(1 for f in following if f.steps_behind() > BEHIND_STEPS), "closed": _closed[0]}
 
 
@@ -79,5 +81,5 @@ def room_census() -> dict:
     here = census()
     entries = [e for e in cache.get_many([f"census:{i}" for i in range(CENSUS_SLOTS)]).values() if e]
     entries = [e for e in entries if e["process"] != census_publisher.me] + [{"process": census_publisher.me, **here}]
-    totals = {key: sum(e.get(key, 0) for e in entries) for key in ("connected", "following", "behind", "closed")}
+    totals = {key: sum(e.get(key, 0) for e in entries) for key in ("connected", "following", "behind", "closed", "projectors")}
     return {**totals, "processes": len(entries), "this_process": here}
