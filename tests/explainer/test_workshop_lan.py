@@ -24,6 +24,7 @@ from explainer.management.commands.workshop import workshop_env
 from tests.explainer.test_deploy_docs import group_alive, wait_for
 from tests.explainer.live_server import ROOT, free_port
 from tests.explainer.redis_server import redis_binary
+from tests.conftest import require
 
 Addr = namedtuple("Addr", "family address")
 LAN = "127.0.0.2"
@@ -51,6 +52,26 @@ def test_the_qr_code_decodes_to_the_url():
     svg = lan.qr_svg(url)
     assert svg.startswith("<svg") and f"<title>QR code of {url}</title>" in svg and "<script" not in svg
     assert lan.short_form(url) == "192.168.1.20:8000"
+
+
+def test_the_consoles_qr_code_reads_back_as_the_url():
+    """What a phone camera does: the block drawing (a drawn block is a light module, as on a dark terminal) read by
+    a QR decoder (zxing-cpp) is the students' URL."""
+    import numpy as np
+    try:
+        import zxingcpp
+    except ImportError:
+        zxingcpp = None
+    require(zxingcpp is not None, "zxing-cpp, a QR decoder (requirements-dev.txt)", "make venv")
+    url = "http://192.168.1.20:8000/"
+    halves = {"\u2588": (1, 1), "\u2580": (1, 0), "\u2584": (0, 1), " ": (0, 0)}  # █ ▀ ▄ and a space: top, bottom
+    rows = []
+    for line in lan.qr_terminal(url).splitlines():
+        pairs = [halves[c] for c in line]
+        rows += [[top for top, _ in pairs], [bottom for _, bottom in pairs]]
+    light = np.array(rows, dtype=np.uint8) * 255
+    pixels = np.kron(light, np.ones((6, 6), dtype=np.uint8))  # 6 pixels a module, as a camera would see it
+    assert [found.text for found in zxingcpp.read_barcodes(pixels)] == [url]
 
 
 def test_the_lan_addresses_are_allowed_hosts_only_when_serving_the_lan():
