@@ -9,7 +9,7 @@ from inference.wire.framing import strict_text
 
 CLIENT_TYPES = ("start", "pause", "resume", "step", "stop", "fork", "detail", "retemper", "measure", "ack", "follow",
                 "tokenize", "answer")
-MEASURES = ("prefill_decode", "kv", "capacity", "batch", "speculative", "quantize", "prefix")
+MEASURES = ("prefill_decode", "kv", "capacity", "batch", "speculative", "quantize", "prefix", "languages", "languages_prefill")
 DETAIL_WHATS = ("attention", "hidden", "embedding", "lens")
 MAX_DEPTH = 8  # client messages nest 4 deep (start > messages > [] > {}); deeper frames are refused whole
 

@@ -17,7 +17,7 @@ FRAME_BYTES = 64 * 1024
 VALID_MESSAGES = [{"role": "user", "content": "<t403> <t407>"}]
 GOOD_START = {"type": "start", "messages": VALID_MESSAGES, "params": {"seed": 3, "max_new_tokens": 4}}
 ROLES = ("user", "system", "assistant")
-EXPENSIVE_MEASURES = ("batch", "quantize", "speculative", "prefix")  # long experiments: valid, but not what is fuzzed here
+EXPENSIVE_MEASURES = ("batch", "quantize", "speculative", "prefix", "languages_prefill")  # long experiments: valid, but not what is fuzzed here
 CHEAP_MEASURES = tuple(m for m in MEASURES if m not in EXPENSIVE_MEASURES)
 
 

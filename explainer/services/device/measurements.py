@@ -7,6 +7,7 @@ address at most one fresh one for each experiment at once, then one every EXPLAI
 visitor can measure each serving section; a flood cannot), and are cached per server, model and prompt
 (the article's prompt is everyone's before they run one): a reply carries `measured_at` (UTC) and `cached`. kv and capacity are arithmetic on the config: computed each time.
 """
+import re
 from datetime import datetime, timezone
 
 from django.conf import settings
@@ -15,15 +16,15 @@ from explainer.protocol import ProtocolError, choice, integer
 from explainer.services.device import model_registry
 from explainer.services.admission.limits import TokenBucket
 from explainer.services.device.executors import BACKGROUND, executor_for, run_on
-from inference import serving
+from inference import languages, serving
 from inference.loading import ModelNotAvailable
 from inference.wire.builders import measured_payload, serving_payload
 from inference.prompting import build_prompt
 
 DEFAULT_PROMPT = [{"role": "user", "content": "The mole on my face may need a biopsy. Explain this simply."}]
 NEW_TOKENS = 16  # short runs: a measurement holds the device's executor while it runs
-CALCULATED = ("kv", "capacity")  # no model run: never cached, never rate-limited
-EXPERIMENTS = 5  # prefill_decode, batch, speculative, quantize, prefix: one of each may be measured back to back
+CALCULATED = ("kv", "capacity", "languages")  # no model run: never cached, never rate-limited
+EXPERIMENTS = 6  # prefill_decode, batch, speculative, quantize, prefix, languages_prefill: one of each back to back
 _cache: dict[tuple, dict] = {}  # (model, device, what, draft, prompt ids) -> the `serving` reply
 _fresh: dict[str, TokenBucket] = {}  # client address -> its fresh measurements' bucket
 _running: list[str] = []  # the measurement in flight in this process (at most one)
@@ -41,12 +42,16 @@ def cache_key(what: str, message: dict, device: str, session) -> tuple:
     # None: the article's prompt; prefill_decode times random tokens, so no prompt changes it
     ids = tuple(session.prompt.ids) if session is not None and what != "prefill_decode" else None
     variant = message.get("draft") if what == "speculative" else session.cached_tokens if what == "prefix" and session else None
+    if what == "languages_prefill":  # the lines the visitor edited, not their prompt
+        ids, variant = None, tuple((line.lang, line.text) for line in language_lines(message))
     return (settings.EXPLAINER_MODEL, device, what, variant, ids)
 
 
 async def serve(what: str, message: dict, session, device: str, address: str | None, progress=None) -> dict:
     """The `serving` reply: computed, cached, or measured now (raises MeasureBusy when it may not be).
     ``progress(done, total, label)`` is called from the model thread before each part of a fresh one."""
+    if what.startswith("languages"):
+        language_lines(message)  # refused by name before any slot or token is spent
     if what in CALCULATED:
         return {**await run_on(device, measure, what, message, session), "measured_at": None, "cached": False}
     key = cache_key(what, message, device, session)
@@ -115,9 +120,40 @@ def measure(what: str, message: dict, session, progress=None) -> dict:
         data = _speculative(message, loaded, prompt_ids(loaded, session), progress)
     elif what == "prefix":
         data = _prefix(loaded, session, progress)
+    elif what == "languages":
+        data = languages.language_costs(loaded, language_lines(message))
+    elif what == "languages_prefill":
+        data = languages.language_prefills(loaded, language_lines(message), progress)
     else:
         data = _experiment(what, loaded, prompt_ids(loaded, session), progress)
-    return serving_payload(what, data, "none" if what in CALCULATED + ("prefill_decode",) else "article" if session is None else "yours")
+    prompt = "none" if what in CALCULATED + ("prefill_decode", "languages_prefill") else "article" if session is None else "yours"
+    return serving_payload(what, data, prompt)
+
+
+LANG_TAG = re.compile(r"[A-Za-z]{2,3}(-[A-Za-z0-9]{1,8}){0,3}")
+
+
+def language_lines(message: dict) -> list:
+    """`lines`: [{lang, name, text}], 1 to MAX_LINES of them (the visitor's own sentences); the shipped six
+    (one meaning in English, French, Spanish, Chinese, Japanese and Arabic) when absent."""
+    lines = message.get("lines")
+    if lines is None:
+        return list(languages.SENTENCES)
+    if not isinstance(lines, list) or not 1 <= len(lines) <= languages.MAX_LINES:
+        raise ProtocolError("out_of_range", f"lines must be a list of 1 to {languages.MAX_LINES} lines", "lines")
+    out = []
+    for n, line in enumerate(lines):
+        text, lang, name = (line.get(k) if isinstance(line, dict) else None for k in ("text", "lang", "name"))
+        if not isinstance(text, str) or not 1 <= len(text) <= languages.MAX_CHARS or not text.strip():
+            raise ProtocolError("out_of_range", f"lines[{n}].text must be 1 to {languages.MAX_CHARS} characters", "lines")
+        if any(0xD800 <= ord(c) <= 0xDFFF for c in text):
+            raise ProtocolError("invalid_value", f"lines[{n}].text is not valid Unicode (a lone surrogate)", "lines")
+        if not isinstance(lang, str) or not LANG_TAG.fullmatch(lang):
+            raise ProtocolError("invalid_value", f"lines[{n}].lang must be a language tag such as fr or zh-Hans", "lines")
+        if not isinstance(name, str) or not 1 <= len(name) <= 40:
+            raise ProtocolError("out_of_range", f"lines[{n}].name must be 1 to 40 characters", "lines")
+        out.append(languages.Line(lang, name, text))
+    return out
 
 
 def _prefix(loaded, session, progress=None) -> dict:
