@@ -122,6 +122,9 @@ def test_heatmap_is_one_tab_stop_with_a_cursor_value_beside_it_and_a_table(page,
     page.goto(site_url + "/")
     mask = page.locator("he-attention")  # the attention heatmaps (the mask draws bars past 32 tokens)
     mask.scroll_into_view_if_needed()
+    # the example's whole file replaces its first paint at the first scroll, redrawing the heatmap: click after it
+    expect(page.locator("#example-bar")).to_have_attribute("data-whole", re.compile(r".+"), timeout=30_000)
+    page.evaluate("() => new Promise((done) => requestAnimationFrame(() => requestAnimationFrame(done)))")  # its redraw
     expect(mask).to_have_attribute("data-rendered", re.compile(r"\d+"), timeout=15_000)
     grid = mask.locator(".he-matrix").first
     expect(grid).to_be_visible()

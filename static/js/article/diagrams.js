@@ -6,9 +6,10 @@ import { addTableAlternative } from "../lib/table-alt.js";
 import { addExportBar } from "../export-bar.js";
 import { $, page, state } from "./page.js";
 
-const ELEMENTS = [...SECTIONS.map((section) => `he-${section}`), "he-pipeline"];
+// he-languages: the article's own (a table of the served tokenizer's counts, not a step of the run: no embed).
+const ELEMENTS = [...SECTIONS.map((section) => `he-${section}`), "he-pipeline", "he-languages"];
 // Heatmap diagrams carry a table per heatmap (lib/grid.js); the map of the pipeline is the contents, not a diagram.
-const OWN_TABLES = new Set(["he-attention", "he-layers", "he-mask", "he-pipeline"]);
+const OWN_TABLES = new Set(["he-attention", "he-layers", "he-mask", "he-pipeline", "he-languages"]);
 let diagrams = [];
 
 /** Every diagram on the page; each one without its own gets a "Show as table" after it. */
