@@ -83,7 +83,7 @@ def test_tab_and_shift_tab_never_hide_focus_under_the_sticky_bar(browser, site_u
     # Scrolled through once, so every diagram is drawn and each serving section has its measurement (they
     # measure on sight): the walk then meets the page as a reader who scrolled down would.
     page.evaluate("async () => { for (let y = 0; y < document.body.scrollHeight; y += 400) { scrollTo(0, y); await new Promise((r) => setTimeout(r, 100)); } }")
-    for diagram in ("he-timeline", "he-kvcalc", "he-batch", "he-speculative", "he-quant"):
+    for diagram in ("he-languages", "he-timeline", "he-kvcalc", "he-batch", "he-speculative", "he-quant"):
         page.locator(diagram).scroll_into_view_if_needed()  # a diagram draws (its status too) only on screen
         expect(page.locator(f"{diagram} .he-status[data-state=pending]")).to_have_count(0, timeout=240_000)
     # A keyboard walk: the pointer rests on the sticky bar, not where Play was clicked. Left over the article, the

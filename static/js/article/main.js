@@ -69,8 +69,20 @@ function bindSocket() {
   setInterval(() => { if (page.banner?.kind === "busy" || page.connection.state === "closed") renderChrome(); }, 1000);
 }
 
+/** Keep focus clear of the sticky run bar: the page's scroll padding is the bar's height as it wraps now. */
+function measureRunBar() {
+  const bar = document.querySelector(".run-bar");
+  if (!bar) return;
+  const root = document.documentElement;
+  new ResizeObserver(() => {
+    root.style.setProperty("--run-bar-h", `${Math.ceil(bar.getBoundingClientRect().height)}px`);
+    root.classList.add("run-bar-measured");
+  }).observe(bar);
+}
+
 function init() {
   onChange(renderChrome);
+  measureRunBar();
   findDiagrams();
   addExportBars();
   loadElements();
