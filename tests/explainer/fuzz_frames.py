@@ -106,7 +106,7 @@ def _without_a_run(message: dict) -> str:
         return "silent" if ack_is_valid(message) else "error"
     if kind == "measure":
         return "any" if message.get("what") in MEASURES else "error"
-    return "any" if kind in ("follow", "tokenize") else "no_run"  # a count needs no run: `tokenized`, or why not
+    return "any" if kind in ("follow", "tokenize", "answer") else "no_run"  # workshop verbs and counts need no run
 
 
 _WHAT = st.one_of(st.sampled_from(CHEAP_MEASURES + DETAIL_WHATS), UNICODE, JSON_VALUES)
