@@ -37,6 +37,9 @@ MIDDLEWARE = [
     # Static files with DEBUG off too; after SecurityMiddleware so they get its headers (nosniff).
     "explainer.staticfiles.StaticFilesMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
+    # The page's language: the browser's, or the link's ?lang= (explainer/i18n.py); docs: README "Languages".
+    "django.middleware.locale.LocaleMiddleware",
+    "explainer.i18n.LanguageFromQuery",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
@@ -92,6 +95,8 @@ TEMPLATES = [
                 "django.template.context_processors.request",
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
+                "django.template.context_processors.i18n",
+                "explainer.i18n.switcher",
             ],
         },
     },
@@ -124,7 +129,10 @@ AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
 ]
 
-LANGUAGE_CODE = "en-us"
+LANGUAGE_CODE = "en"
+# The site's own words in these languages (locale/); the model's text is never translated (issue 28).
+LANGUAGES = [("en", "English"), ("fr", "Français"), ("es", "Español"), ("zh-hans", "简体中文")]
+LOCALE_PATHS = [BASE_DIR / "locale"]
 TIME_ZONE = "UTC"
 USE_I18N = True
 USE_TZ = True

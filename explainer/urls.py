@@ -3,6 +3,7 @@ from django.contrib import admin
 from django.conf import settings
 from django.urls import path
 from django.views.generic import RedirectView
+from django.views.i18n import JavaScriptCatalog
 
 from explainer import embeds, host, quiz_recap, views
 from explainer.admin import guarded_login
@@ -12,6 +13,8 @@ urlpatterns = [
     # Browsers ask for /favicon.ico on pages without an icon link (a 404 is a console error).
     path("favicon.ico", RedirectView.as_view(url=settings.STATIC_URL + "favicon.svg", permanent=True), name="favicon"),
     path("healthz", views.healthz, name="healthz"),
+    # The words static/js builds, in the page's language (static/js/lib/i18n.js reads window.django).
+    path("jsi18n/", JavaScriptCatalog.as_view(), name="javascript-catalog"),
     path("api/model", views.model_progress, name="model_progress"),
     path("api/runs", views.create_run, name="create_run"),
     path("api/runs/<str:run_id>", views.get_run, name="get_run"),

@@ -5,14 +5,15 @@ import { renderButtons } from "./controls.js";
 import { guess, guessing } from "./guess.js";
 import { prefillText } from "../run-view.js";
 import { plural } from "../lib/plural.js";
+import { fill, gettext } from "../lib/i18n.js";
 
 function connectionText() {
   const { connection } = page;
-  if (connection.state === "connecting") return { kind: "info", text: "Connecting to the server…" };
+  if (connection.state === "connecting") return { kind: "info", text: gettext("Connecting to the server…") };
   if (connection.state === "closed") {
     const left = connection.retryAt != null ? Math.max(0, Math.ceil((connection.retryAt - Date.now()) / 1000)) : null;
-    const s = left != null ? `; reconnecting in ${left} s` : "";
-    return { kind: "error", text: `Not connected to the server${s}.` };
+    return { kind: "error", text: left != null ? fill(gettext("Not connected to the server; reconnecting in %(seconds)s s."), { seconds: left })
+      : gettext("Not connected to the server.") };
   }
   return null;
 }
@@ -33,14 +34,14 @@ function bannerText() {
   if (phase === "queued") return { kind: "info", text: state.status.message }; // "You are 3rd in line; about 10 s", as it moves
   if (phase === "prefilling") return { kind: "info", text: prefillText(state.status) }; // from Enter on, over an example too
   if (phase === "stopping") return { kind: "info", text: stoppingText(n) };
-  if (page.mode === "example") return { kind: "info", text: "Showing a recorded example. Press play to run the model on your prompt." };
+  if (page.mode === "example") return { kind: "info", text: gettext("Showing a recorded example. Press play to run the model on your prompt.") };
   if (phase === "held") return { kind: "info", text: `Waiting for this page to catch up (ack) after step ${n}.` };
   if (phase === "running") return { kind: "info", text: n && state.prefill ? `Generating… step ${n}` : firstTokenText() };
   if (phase === "paused" && guessing() && !state.done) {
     return { kind: "info", text: guess.question ? `Step ${n + 1} is computed: pick your guess below to see it.`
       : `Paused after step ${n}: press Next token for the next guess.` };
   }
-  if (phase === "paused") return { kind: "info", text: n ? `Paused after step ${n}.` : "Paused after the prefill. Press step." };
+  if (phase === "paused") return { kind: "info", text: n ? fill(gettext("Paused after step %(step)s."), { step: n }) : gettext("Paused after the prefill. Press step.") };
   if (state.done) {
     const t = state.done.timing || {};
     const rate = t.tokens_per_s != null ? `, ${t.tokens_per_s.toFixed(1)} tokens/s` : "";
@@ -49,7 +50,7 @@ function bannerText() {
   if (st === "finished" && state.prefill) return { kind: "ok", text: `Finished after ${plural(n, "step")}.` };
   if (state.prefill) return { kind: "info", text: n ? `Generating… step ${n}` : firstTokenText() };
   if (state.status?.message) return { kind: "info", text: state.status.message };
-  return { kind: "info", text: "Ready. Press play to run the model on your prompt." };
+  return { kind: "info", text: gettext("Ready. Press play to run the model on your prompt.") };
 }
 
 function stoppingText(n) {

@@ -3,6 +3,7 @@
 import { addMessage, bindRunKeys, readMessages, readParams } from "../prompt-form.js";
 import { $, LIVE, changed, client, page, runPhase, state, workshop } from "./page.js";
 import { guess, guessing } from "./guess.js";
+import { gettext } from "../lib/i18n.js";
 
 /** Stop, naming the last step drawn: the server keeps at most the one it is computing. */
 export function stopRun() {
@@ -56,7 +57,7 @@ export function renderButtons() {
   const online = page.connection.state === "open";
   const driven = online && !workshop.following; // the host drives a followed run
   $("#btn-play").disabled = !online || !document.querySelector("#messages .message");
-  $("#btn-play").textContent = LIVE.has(phase) || phase === "stopping" ? "Restart" : "Play";
+  $("#btn-play").textContent = LIVE.has(phase) || phase === "stopping" ? gettext("Restart") : gettext("Play");
   $("#btn-pause").disabled = !driven || (phase !== "prefilling" && phase !== "running" && phase !== "held");
   $("#btn-resume").disabled = !driven || phase !== "paused";
   $("#btn-step").disabled = !driven || (phase !== "paused" && phase !== "idle") || page.stepAsked;

@@ -1,0 +1,86 @@
+"""The site in more languages (issue 28 point 1): Django's LocaleMiddleware and `?lang=` pick the page's language,
+<html lang> says it, the header links every language (keeping the page's own query), the JavaScript catalog carries
+the words static/js builds, every marked string has a translation in each language, and the committed .mo files are
+what the .po files compile to. The model's text is never translated."""
+import re
+import shutil
+import subprocess
+
+import pytest
+from django.conf import settings
+
+from tests.conftest import require
+from tests.support import ROOT
+
+LOCALE = ROOT / "locale"
+PLAY = {"en": "Play", "fr": "Lancer", "es": "Ejecutar", "zh-hans": "运行"}
+READY_JS = {"fr": "Recommencer", "es": "Reiniciar", "zh-hans": "\\u91cd\\u65b0\\u5f00\\u59cb"}  # "Restart", JSON-escaped
+
+
+def page(client, url, **headers):
+    response = client.get(url, **headers)
+    assert response.status_code == 200
+    return response.content.decode()
+
+
+@pytest.mark.parametrize("lang", list(PLAY))
+def test_a_link_with_lang_gives_that_language_and_says_it(client, lang):
+    html = page(client, f"/?lang={lang}")
+    assert f'<html lang="{lang}">' in html and f'id="btn-play" class="primary">{PLAY[lang]}<' in html
+    assert f'src="/jsi18n/?lang={lang}"' in html
+    links = dict(re.findall(r'<a href="/\?lang=([a-z-]+)" hreflang="[^"]+" lang="[^"]+"( aria-current="true")?>', html))
+    assert sorted(links) == sorted(code for code, _ in settings.LANGUAGES) and links[lang] == ' aria-current="true"'
+
+
+def test_the_browsers_language_is_used_when_the_link_names_none(client):
+    assert '<html lang="fr">' in page(client, "/", HTTP_ACCEPT_LANGUAGE="fr-FR,fr;q=0.9")
+    assert '<html lang="zh-hans">' in page(client, "/", HTTP_ACCEPT_LANGUAGE="zh-CN")
+    assert '<html lang="en">' in page(client, "/?lang=klingon", HTTP_ACCEPT_LANGUAGE="de")  # unknown: English
+
+
+def test_the_switcher_keeps_the_pages_own_query(client):
+    html = page(client, "/embed/?theme=dark&lang=es")
+    assert 'href="/embed/?theme=dark&amp;lang=fr"' in html
+
+
+@pytest.mark.parametrize("lang", list(READY_JS))
+def test_the_javascript_catalog_carries_the_pages_words(client, lang):
+    assert READY_JS[lang] in page(client, f"/jsi18n/?lang={lang}")
+
+
+def test_the_model_text_is_not_translated(client):
+    """The default prompt the page offers and the examples' text are model input: the same in every language."""
+    main = (ROOT / "static" / "js" / "article" / "main.js").read_text()
+    assert 'const DEFAULT_MESSAGES = [{ role: "user", content: "The mole on my face may need a biopsy.' in main
+    assert "gettext(" not in "".join(line for line in main.splitlines() if "DEFAULT_MESSAGES" in line)
+
+
+def po_entries(po):
+    text = po.read_text(encoding="utf-8")
+    return re.findall(r'\nmsgid ((?:"[^\n]*"\n)+)msgstr ((?:"[^\n]*"\n?)+)', text)
+
+
+@pytest.mark.parametrize("lang", ["fr", "es", "zh_Hans"])
+def test_every_marked_string_is_translated(lang):
+    for domain in ("django", "djangojs"):
+        entries = po_entries(LOCALE / lang / "LC_MESSAGES" / f"{domain}.po")
+        assert entries, domain
+        empty = [msgid for msgid, msgstr in entries if msgid.strip() != '""' and msgstr.strip() == '""']
+        assert not empty, f"{lang}/{domain}: untranslated {empty}"
+
+
+def test_the_committed_catalogs_are_what_the_po_files_compile_to(tmp_path):
+    msgfmt = require(shutil.which("msgfmt"), "msgfmt", "apt-get install gettext")
+    for po in LOCALE.glob("*/LC_MESSAGES/*.po"):
+        out = tmp_path / "out.mo"
+        subprocess.run([msgfmt, "--check-format", "-o", str(out), str(po)], check=True)
+        assert out.read_bytes() == po.with_suffix(".mo").read_bytes(), f"{po}: run manage.py compilemessages"
+
+
+def test_every_string_the_source_marks_is_in_the_catalogs():
+    """makemessages found them: a string marked in a template or in static/js and missing from the .po is a miss."""
+    marked_js = set()
+    for path in (ROOT / "static" / "js").rglob("*.js"):
+        marked_js |= set(re.findall(r'gettext\("((?:[^"\\]|\\.)*)"\)', path.read_text()))
+    ids = {eval(m.replace('"\n"', "")) for m, _ in po_entries(LOCALE / "fr" / "LC_MESSAGES" / "djangojs.po")}  # noqa: S307
+    assert marked_js <= ids, marked_js - ids
