@@ -48,11 +48,15 @@ def test_the_javascript_catalog_carries_the_pages_words(client, lang):
     assert READY_JS[lang] in page(client, f"/jsi18n/?lang={lang}")
 
 
-def test_the_model_text_is_not_translated(client):
-    """The default prompt the page offers and the examples' text are model input: the same in every language."""
+def test_the_offered_prompt_is_model_input_in_the_pages_language():
+    """The prompt box offers the article's sentence in the page's language, the same sentence the language-cost
+    section counts: written as model input, not looked up in the site's catalogs (which never touch model text)."""
+    from inference.languages import SENTENCES
     main = (ROOT / "static" / "js" / "article" / "main.js").read_text()
-    assert 'const DEFAULT_MESSAGES = [{ role: "user", content: "The mole on my face may need a biopsy.' in main
-    assert "gettext(" not in "".join(line for line in main.splitlines() if "DEFAULT_MESSAGES" in line)
+    offered = dict(re.findall(r'^  "?([a-z-]+)"?: "(.*)",$', main[main.index("const OFFERED"):main.index("const DEFAULT_MESSAGES")], re.M))
+    by_lang = {line.lang: line.text for line in SENTENCES}
+    assert offered == {"en": by_lang["en"], "fr": by_lang["fr"], "es": by_lang["es"], "zh-hans": by_lang["zh"]}
+    assert "gettext" not in main[main.index("const OFFERED"):main.index("const DEFAULT_MESSAGES") + 120]
 
 
 def po_entries(po):

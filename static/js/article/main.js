@@ -13,8 +13,17 @@ import { followRun, goLive, jumpToHostStep, loadExamples, lookAtHostStep, replay
 import { backToOriginal, request } from "./requests.js";
 import { bindTokenCount, onCount } from "./token-count.js";
 import { guess, holds, setGuessing } from "./guess.js";
+import { pageLanguage } from "../lib/i18n.js";
 
-const DEFAULT_MESSAGES = [{ role: "user", content: "The mole on my face may need a biopsy. Explain this simply." }];
+// The prompt the page offers, in the page's language: model input, which the visitor may change and which is sent as
+// it stands in the box (never translated on the way). The same sentences as inference/languages.py's.
+const OFFERED = {
+  en: "The mole on my face may need a biopsy. Explain this simply.",
+  fr: "Le grain de beauté sur mon visage devra peut-être faire l'objet d'une biopsie. Explique-le simplement.",
+  es: "Puede que el lunar de mi cara necesite una biopsia. Explícalo de forma sencilla.",
+  "zh-hans": "我脸上的痣可能需要做活检。请简单地解释一下。",
+};
+const DEFAULT_MESSAGES = [{ role: "user", content: OFFERED[pageLanguage] ?? OFFERED.en }];
 const RUN_MESSAGES = new Set(["prefill", "step", "done", "check", "detail", "retemper"]);
 
 /** The banner a message deserves (a refusal, a busy server), or none once a run carries on. */
