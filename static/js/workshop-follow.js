@@ -156,7 +156,10 @@ export class WorkshopFollow {
     }
     if (this.following && this.request) notes.push("The prompt box shows the host's prompt and parameters (read-only).");
     const b = msg.broadcast || {};
-    if (this.following && b.quiz?.state === "open") notes.push("The host asks the class: which token comes next? Answer just below.");
+    if (this.following && b.quiz?.state === "open") {
+      notes.push(this.autoFollow ? "The class is answering: which token comes next? (the projector shows the question, not the answers)"
+        : "The host asks the class: which token comes next? Answer just below.");
+    }
     if (msg.host_live && b.host_away_until) notes.push(`The host's page has disconnected; their run waits here until ${clock(b.host_away_until)}.`);
     if (b.state === "ended" && b.stop_reason === "host_left") notes.push("The host's run has ended: the host left the class.");
     if (b.state === "ended" && b.stop_reason === "server_restarted") {
