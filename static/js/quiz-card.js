@@ -5,6 +5,12 @@
 import { el } from "./lib/base-element.js";
 import { quizTable, revealLines, tokenLabel } from "./lib/quiz-chart.js";
 import { errorWords } from "./error-words.js";
+import { fill, gettext } from "./lib/i18n.js";
+
+/** "Your answer: “␣water”. You can change it until the host reveals." */
+function yourAnswer(token) {
+  return fill(gettext("Your answer: %(token)s. You can change it until the host reveals."), { token: tokenLabel(token) });
+}
 
 const ANSWER_FIELDS = new Set(["question", "choice", "text", "nickname"]);
 
@@ -47,8 +53,8 @@ export class QuizCard {
     } else if (msg.type === "answered") {
       this.#asking = false;
       this.#mine.set(msg.question, msg);
-      this.#say(`Your answer: ${tokenLabel(msg.token)}${msg.typed_tokens > 1 ? ` (“${msg.typed}” is ${msg.typed_tokens} tokens `
-        + "for this model: its first one counts)" : ""}. You can change it until the host reveals.`);
+      this.#say(msg.typed_tokens > 1 ? `${yourAnswer(msg.token)} ${fill(gettext("(“%(typed)s” is %(count)s tokens for this model: its first one counts.)"),
+        { typed: msg.typed, count: msg.typed_tokens })}` : yourAnswer(msg.token));
     } else if (this.#refuses(msg)) {
       this.#owned = msg;
       this.#asking = false;
@@ -72,19 +78,19 @@ export class QuizCard {
 
   #context(quiz) {
     const text = el("p", { class: "quiz-context" });
-    text.append(el("span", { class: "quiz-label" }, "The text so far: "),
-      el("span", { class: "quiz-text" }, quiz.context.reply || "(the reply has not begun: this is its first token)"),
+    text.append(el("span", { class: "quiz-label" }, `${gettext("The text so far:")} `),
+      el("span", { class: "quiz-text" }, quiz.context.reply || gettext("(the reply has not begun: this is its first token)")),
       el("span", { class: "quiz-next", "aria-hidden": "true" }, " ▮"));
     const prompt = el("p", { class: "quiz-prompt" });
-    prompt.append(el("span", { class: "quiz-label" }, "The prompt: "), el("span", { class: "quiz-text" }, quiz.context.prompt));
+    prompt.append(el("span", { class: "quiz-label" }, `${gettext("The prompt:")} `), el("span", { class: "quiz-text" }, quiz.context.prompt));
     return [prompt, text];
   }
 
   #question(quiz) {
-    const title = el("h2", { id: "quiz-title" }, `Which token comes next? (step ${quiz.step})`);
+    const title = el("h2", { id: "quiz-title" }, fill(gettext("Which token comes next? (step %(step)s)"), { step: quiz.step }));
     const form = el("form", { class: "quiz-form", autocomplete: "off" });
     const choices = form.appendChild(el("fieldset", { class: "quiz-choices" }));
-    choices.append(el("legend", {}, "Pick the token you think the model writes next"));
+    choices.append(el("legend", {}, gettext("Pick the token you think the model writes next")));
     const mine = this.#mine.get(quiz.id);
     for (const c of quiz.candidates) {
       const label = choices.appendChild(el("label", { class: "quiz-choice" }));
@@ -92,15 +98,15 @@ export class QuizCard {
       radio.checked = mine?.key === c.key;
       label.append(el("span", { class: "quiz-token" }, tokenLabel(c)));
     }
-    const typed = el("label", { class: "quiz-typed" }, "…or type it: ");
+    const typed = el("label", { class: "quiz-typed" }, `${gettext("…or type it:")} `);
     const input = typed.appendChild(el("input", { type: "text", name: "text", maxlength: "64", spellcheck: "false" }));
     input.addEventListener("input", () => { if (input.value) for (const r of form.elements.choice) r.checked = false; });
     choices.addEventListener("change", () => { input.value = ""; });
-    const nick = el("label", { class: "quiz-nick" }, "Nickname (optional): ");
+    const nick = el("label", { class: "quiz-nick" }, `${gettext("Nickname (optional):")} `);
     nick.append(el("input", { type: "text", name: "nickname", maxlength: "24", autocomplete: "nickname" }));
-    const submit = el("button", { type: "submit", class: "primary" }, mine ? "Change my answer" : "Answer");
+    const submit = el("button", { type: "submit", class: "primary" }, mine ? gettext("Change my answer") : gettext("Answer"));
     const line = el("p", { class: "quiz-status", role: "status", "aria-live": "polite" },
-      mine ? `Your answer: ${tokenLabel(mine.token)}. You can change it until the host reveals.` : "The host reveals the model's answer when the class is ready.");
+      mine ? yourAnswer(mine.token) : gettext("The host reveals the model's answer when the class is ready."));
     form.append(typed, nick, submit, line);
     form.addEventListener("submit", (event) => { event.preventDefault(); this.#send(quiz, form); });
     return [title, ...this.#context(quiz), form];
@@ -109,21 +115,22 @@ export class QuizCard {
   #send(quiz, form) {
     const picked = [...form.elements.choice].find((r) => r.checked);
     const text = form.elements.text.value;
-    if (!picked && !text.trim()) { this.#say("Pick a token or type one first.", "error"); return; }
+    if (!picked && !text.trim()) { this.#say(gettext("Pick a token or type one first."), "error"); return; }
     const nickname = form.elements.nickname.value.trim();
     this.#asking = true;
     this.#client.send({ type: "answer", question: quiz.id, ...(picked ? { choice: Number(picked.value) } : { text }),
       ...(nickname ? { nickname } : {}) });
-    form.querySelector("button[type=submit]").textContent = "Change my answer";
+    form.querySelector("button[type=submit]").textContent = gettext("Change my answer");
   }
 
   #reveal(quiz) {
     const mine = this.#mine.get(quiz.id) ?? null;
-    const title = el("h2", { id: "quiz-title" }, `Step ${quiz.step}: the model's answer`);
+    const title = el("h2", { id: "quiz-title" }, fill(gettext("Step %(step)s: the model's answer"), { step: quiz.step }));
     const words = el("div", { class: "quiz-words", role: "status" });
     for (const line of revealLines(quiz)) words.append(el("p", {}, line));
-    const yours = el("p", { class: "quiz-yours" }, mine ? `You picked ${tokenLabel(mine.token)}${mine.token.id === quiz.outcome.token.id
-      ? ": the token the model drew." : "."}` : "You did not answer this one.");
+    const drew = mine && mine.token.id === quiz.outcome.token.id;
+    const yours = el("p", { class: "quiz-yours" }, !mine ? gettext("You did not answer this one.")
+      : fill(drew ? gettext("You picked %(token)s: the token the model drew.") : gettext("You picked %(token)s."), { token: tokenLabel(mine.token) }));
     return [title, ...this.#context(quiz), words, yours, quizTable(quiz, mine)];
   }
 

@@ -3,7 +3,7 @@
 // and parameters in that box, read-only. The host's frames arrive as ordinary session, prefill, step and
 // done messages, so the page draws them like its own run (docs/protocol.md).
 import { fillPromptForm, readMessages, readParams } from "./prompt-form.js";
-import { plural } from "./lib/plural.js";
+import { fill, gettext } from "./lib/i18n.js";
 
 /** The parameters the host's run uses: the host's own, with the pins over them and the token cap applied
  * (the server applies both at the start: the read-only form must not say 200 tokens when the cap is 8). */
@@ -89,8 +89,8 @@ export class WorkshopFollow {
     if (!this.#banner) return;
     const msg = this.#last;
     const text = this.following
-      ? (msg.host_live ? "Following the host's run: your page shows it step by step." : "Following the host: waiting for their next run.")
-      : (msg.host_live ? "The host is broadcasting a run." : "Workshop: follow the host to see their runs on your page.");
+      ? (msg.host_live ? gettext("Following the host's run: your page shows it step by step.") : gettext("Following the host: waiting for their next run."))
+      : (msg.host_live ? gettext("The host is broadcasting a run.") : gettext("Workshop: follow the host to see their runs on your page."));
     const notes = this.#notes(msg);
     this.#banner.hidden = false;
     // Redrawn only when what it says changes: the room's news comes often (every status of the host's run), and
@@ -108,9 +108,9 @@ export class WorkshopFollow {
     const button = document.createElement("button");
     button.type = "button";
     button.className = this.following ? "secondary" : "primary";
-    button.textContent = this.following ? "Go on my own" : "Follow the host";
+    button.textContent = this.following ? gettext("Go on my own") : gettext("Follow the host");
     button.disabled = this.following && !this.ownRunsAllowed;
-    if (button.disabled) button.title = "the host has turned off runs of your own";
+    if (button.disabled) button.title = gettext("the host has turned off runs of your own");
     button.addEventListener("click", () => this.follow(!this.following));
     const line = document.createElement("p");
     line.textContent = text;
@@ -120,7 +120,7 @@ export class WorkshopFollow {
       jump.type = "button";
       jump.className = "primary";
       jump.dataset.jump = "";
-      jump.textContent = `Jump to the host's step (step ${this.jumpOffer})`;
+      jump.textContent = fill(gettext("Jump to the host's step (step %(step)s)"), { step: this.jumpOffer });
       jump.addEventListener("click", () => this.onJump());
       this.#banner.append(jump);
     }
@@ -147,23 +147,26 @@ export class WorkshopFollow {
   #notes(msg) {
     const notes = [];
     const pins = Object.entries(msg.pins || {});
-    if (pins.length) notes.push(`The host pinned ${pins.map(([k, v]) => `${k} = ${JSON.stringify(v)}`).join(", ")} for every run.`);
+    if (pins.length) notes.push(fill(gettext("The host pinned %(pins)s for every run."), { pins: pins.map(([k, v]) => `${k} = ${JSON.stringify(v)}`).join(", ") }));
     const limits = msg.limits || {};
-    if (limits.max_new_tokens != null) notes.push(`Runs stop after at most ${plural(limits.max_new_tokens, "new token")}.`);
-    if (limits.own_runs_allowed === false) {
-      notes.push(this.following ? "The host has turned off runs of your own: you follow the host's run."
-        : "The host has turned off runs of your own: press Follow the host to see the host's run.");
+    if (limits.max_new_tokens != null) {
+      const n = limits.max_new_tokens;
+      notes.push(fill(gettext("New tokens per run: at most %(count)s."), { count: n.toLocaleString("en-US") }));
     }
-    if (this.following && this.request) notes.push("The prompt box shows the host's prompt and parameters (read-only).");
+    if (limits.own_runs_allowed === false) {
+      notes.push(this.following ? gettext("The host has turned off runs of your own: you follow the host's run.")
+        : gettext("The host has turned off runs of your own: press Follow the host to see the host's run."));
+    }
+    if (this.following && this.request) notes.push(gettext("The prompt box shows the host's prompt and parameters (read-only)."));
     const b = msg.broadcast || {};
     if (this.following && b.quiz?.state === "open") {
-      notes.push(this.autoFollow ? "The class is answering: which token comes next? (the projector shows the question, not the answers)"
-        : "The host asks the class: which token comes next? Answer just below.");
+      notes.push(this.autoFollow ? gettext("The class is answering: which token comes next? (the projector shows the question, not the answers)")
+        : gettext("The host asks the class: which token comes next? Answer just below."));
     }
-    if (msg.host_live && b.host_away_until) notes.push(`The host's page has disconnected; their run waits here until ${clock(b.host_away_until)}.`);
-    if (b.state === "ended" && b.stop_reason === "host_left") notes.push("The host's run has ended: the host left the class.");
+    if (msg.host_live && b.host_away_until) notes.push(fill(gettext("The host's page has disconnected; their run waits here until %(time)s."), { time: clock(b.host_away_until) }));
+    if (b.state === "ended" && b.stop_reason === "host_left") notes.push(gettext("The host's run has ended: the host left the class."));
     if (b.state === "ended" && b.stop_reason === "server_restarted") {
-      notes.push("The host's run has ended: the class server restarted. The host's next run shows here by itself.");
+      notes.push(gettext("The host's run has ended: the class server restarted. The host's next run shows here by itself."));
     }
     return notes;
   }
@@ -177,7 +180,7 @@ export class WorkshopFollow {
       if (pinned) input.value = String(pins[name]);
       input.disabled = pinned;
       input.classList.toggle("pinned", pinned);
-      if (pinned) input.title = "pinned by the workshop host"; else input.removeAttribute("title");
+      if (pinned) input.title = gettext("pinned by the workshop host"); else input.removeAttribute("title");
     }
   }
 }

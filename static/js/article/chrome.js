@@ -38,8 +38,8 @@ function bannerText() {
   if (phase === "held") return { kind: "info", text: `Waiting for this page to catch up (ack) after step ${n}.` };
   if (phase === "running") return { kind: "info", text: n && state.prefill ? `Generating… step ${n}` : firstTokenText() };
   if (phase === "paused" && guessing() && !state.done) {
-    return { kind: "info", text: guess.question ? `Step ${n + 1} is computed: pick your guess below to see it.`
-      : `Paused after step ${n}: press Next token for the next guess.` };
+    return { kind: "info", text: guess.question ? fill(gettext("Step %(step)s is computed: pick your guess below to see it."), { step: n + 1 })
+      : fill(gettext("Paused after step %(step)s: press Next token for the next guess."), { step: n }) };
   }
   if (phase === "paused") return { kind: "info", text: n ? fill(gettext("Paused after step %(step)s."), { step: n }) : gettext("Paused after the prefill. Press step.") };
   if (state.done) {

@@ -8,6 +8,7 @@ import { candidatesOf, outcomeOf, quizTable, tokenLabel } from "../lib/quiz-char
 import { el } from "../lib/base-element.js";
 import { pct } from "../lib/widgets.js";
 import { Replay } from "../replay.js";
+import { fill, gettext } from "../lib/i18n.js";
 
 export const guess = {
   on: false,
@@ -153,46 +154,49 @@ function questionView() {
   const { step, candidates } = guess.question;
   const form = el("form", { class: "quiz-form" });
   const choices = form.appendChild(el("fieldset", { class: "quiz-choices" }));
-  choices.append(el("legend", {}, `Step ${step.step}: which token does the model write next?`));
+  choices.append(el("legend", {}, fill(gettext("Step %(step)s: which token does the model write next?"), { step: step.step })));
   for (const c of candidates) {
     const label = choices.appendChild(el("label", { class: "quiz-choice" }));
     label.append(el("input", { type: "radio", name: "guess", value: String(c.key) }), el("span", { class: "quiz-token" }, tokenLabel(c)));
   }
-  const line = el("p", { class: "quiz-status", role: "status" }, "The model has computed this step; the page shows it once you pick.");
-  form.append(el("button", { type: "submit", class: "primary" }, "Reveal"), line);
+  const line = el("p", { class: "quiz-status", role: "status" }, gettext("The model has computed this step; the page shows it once you pick."));
+  form.append(el("button", { type: "submit", class: "primary" }, gettext("Reveal")), line);
   form.addEventListener("submit", (event) => {
     event.preventDefault();
     const picked = [...form.elements.guess].find((r) => r.checked);
     if (picked) reveal(Number(picked.value));
-    else { line.textContent = "Pick a token first (arrow keys move between them)."; line.dataset.kind = "error"; }
+    else { line.textContent = gettext("Pick a token first (arrow keys move between them)."); line.dataset.kind = "error"; }
   });
-  return [el("h2", { id: "guess-title" }, "Guess the next token"), el("p", { class: "quiz-context" }, contextLine()), form, scoreLine()];
+  return [el("h2", { id: "guess-title" }, gettext("Guess the next token")), el("p", { class: "quiz-context" }, contextLine()), form, scoreLine()];
 }
 
 function contextLine() {
-  return state.text ? `The reply so far: ${state.text}▮` : "The reply has not begun: this is its first token.";
+  return state.text ? `${gettext("The reply so far:")} ${state.text}▮` : gettext("The reply has not begun: this is its first token.");
 }
 
 function resultView() {
   const { outcome, picked } = guess.result;
   const top = outcome.candidates.reduce((a, b) => ((b.model_prob ?? -1) > (a.model_prob ?? -1) ? b : a));
   const drawn = outcome.candidates.find((c) => c.id === outcome.token.id);
-  const words = [`You picked ${tokenLabel(picked)}; the model gave it ${pct(outcome.candidates.find((c) => c.key === picked.key).model_prob)}.`,
-    picked.id === top.id ? `That is the model's top token.` : `The model's top token was ${tokenLabel(top)} at ${pct(top.model_prob)}.`,
-    outcome.greedy ? `At temperature 0 the model takes its top token: ${tokenLabel(drawn)}.`
-      : `The dice (u = ${outcome.u.toFixed(3)}) drew ${tokenLabel(drawn)}${picked.id === drawn.id ? ": your pick" : ""}.`];
+  const yours = outcome.candidates.find((c) => c.key === picked.key).model_prob;
+  const words = [fill(gettext("You picked %(token)s; the model gave it %(p)s."), { token: tokenLabel(picked), p: pct(yours) }),
+    picked.id === top.id ? gettext("That is the model's top token.")
+      : fill(gettext("The model's top token was %(token)s at %(p)s."), { token: tokenLabel(top), p: pct(top.model_prob) }),
+    outcome.greedy ? fill(gettext("At temperature 0 the model takes its top token: %(token)s."), { token: tokenLabel(drawn) })
+      : fill(picked.id === drawn.id ? gettext("The dice (u = %(u)s) drew %(token)s: your pick.") : gettext("The dice (u = %(u)s) drew %(token)s."),
+        { u: outcome.u.toFixed(3), token: tokenLabel(drawn) })];
   const box = el("div", { class: "quiz-words", role: "status" });
   for (const w of words) box.append(el("p", {}, w));
-  const next = el("button", { type: "button", id: "guess-next", class: "primary" }, "Next token");
+  const next = el("button", { type: "button", id: "guess-next", class: "primary" }, gettext("Next token"));
   next.disabled = Boolean(state.done) || (guess.replay && guess.replay.at >= guess.replay.replay.steps);
-  if (next.disabled) next.textContent = "The reply has ended";
+  if (next.disabled) next.textContent = gettext("The reply has ended");
   next.addEventListener("click", askNext);
-  return [el("h2", { id: "guess-title" }, `Step ${outcome.step}: the model's answer`), box, scoreLine(),
+  return [el("h2", { id: "guess-title" }, fill(gettext("Step %(step)s: the model's answer"), { step: outcome.step })), box, scoreLine(),
     quizTable({ outcome, candidates: outcome.candidates }, { key: picked.key, token: picked }, "you"), next];
 }
 
 function scoreLine() {
   const { asked, drawn, top } = guess.score;
-  return el("p", { class: "guess-score" }, asked ? `You matched the model's pick ${drawn} of ${asked} times; you gave its top `
-    + `token ${top} of ${asked}.` : "Your score appears after your first pick.");
+  return el("p", { class: "guess-score" }, asked ? fill(gettext("You matched the model's pick %(drawn)s of %(asked)s times; you gave its top token %(top)s of %(asked)s."),
+    { drawn, asked, top }) : gettext("Your score appears after your first pick."));
 }

@@ -16,3 +16,4 @@ export function fill(text, values) {
 
 /** The page's language for numbers and dates (Intl): <html lang>. */
 export const pageLanguage = document.documentElement.lang || "en";
+

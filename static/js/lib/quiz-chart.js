@@ -3,10 +3,11 @@
 // Everything from the server is drawn as text.
 import { el, showPiece } from "./base-element.js";
 import { pct } from "./widgets.js";
+import { fill, gettext } from "./i18n.js";
 
 /** A candidate as the reader sees it: its piece with spaces made visible, or what a special token means. */
 export function tokenLabel(token) {
-  return token.special ? "\u27e8end of reply\u27e9" : `\u201c${showPiece(token.text ?? "")}\u201d`;
+  return token.special ? `\u27e8${gettext("end of reply")}\u27e9` : `\u201c${showPiece(token.text ?? "")}\u201d`;
 }
 
 /** The rows to draw: the candidates (by the model's odds once revealed, else in the order shown), then typed
@@ -33,33 +34,36 @@ export function quizTable(quiz, mine = null, audience = "class") {
   const answered = quiz.answered ?? outcome?.answered ?? 0;
   const table = el("table", { class: "quiz-table" });
   const alone = audience === "you";
-  table.append(el("caption", {}, alone ? "Your pick beside the model's probabilities" : outcome
-    ? `The class's answers (${answered}) beside the model's probabilities` : `The class's answers so far: ${answered}`));
+  table.append(el("caption", {}, alone ? gettext("Your pick beside the model's probabilities") : outcome
+    ? fill(gettext("The class's answers (%(count)s) beside the model's probabilities"), { count: answered })
+    : fill(gettext("The class's answers so far: %(count)s"), { count: answered })));
   const head = el("tr");
-  for (const name of ["Token", ...(alone ? [] : ["The class"]), ...(outcome ? ["The model"] : [])]) head.append(el("th", { scope: "col" }, name));
+  const columns = [gettext("Token"), ...(alone ? [] : [gettext("The class")]), ...(outcome ? [gettext("The model")] : [])];
+  for (const name of columns) head.append(el("th", { scope: "col" }, name));
   table.appendChild(el("thead")).append(head);
   const body = table.appendChild(el("tbody"));
   for (const row of rowsOf(quiz)) {
     const tr = body.appendChild(el("tr", { "data-key": row.key ?? "typed" }));
     const marks = [];
-    if (outcome && row.id === outcome.token.id) { tr.classList.add("quiz-drawn"); marks.push("drawn"); }
+    if (outcome && row.id === outcome.token.id) { tr.classList.add("quiz-drawn"); marks.push(gettext("drawn")); }
     if (mine != null && (row.key === mine.key && row.key != null || row.typed && row.id === mine.token?.id)) {
       tr.classList.add("quiz-mine");
-      marks.push("your answer");
+      marks.push(gettext("your answer"));
     }
     const name = tr.appendChild(el("th", { scope: "row" }));
     name.append(el("span", { class: "quiz-token" }, tokenLabel(row)));
-    if (row.typed) name.append(el("small", {}, " typed"));
+    if (row.typed) name.append(el("small", {}, ` ${gettext("typed")}`));
     for (const mark of marks) name.append(el("span", { class: "quiz-mark" }, mark));
     if (!alone) {
       const count = tr.appendChild(el("td", { class: "quiz-count" }));
-      count.append(bar(answered ? row.count / answered : 0, "class"), el("span", {}, `${row.count} of ${answered}`));
+      count.append(bar(answered ? row.count / answered : 0, "class"), el("span", {}, fill(gettext("%(count)s of %(answered)s"), { count: row.count, answered })));
     }
     if (outcome) {
       const model = tr.appendChild(el("td", { class: "quiz-model" }));
       const p = row.model_prob;
-      model.append(bar(p ?? 0, "model"), el("span", {}, p == null ? `below the top ${outcome.listed} (< ${pct(outcome.below_listed)})`
-        : `${pct(p)} (rank ${row.rank})`));
+      model.append(bar(p ?? 0, "model"), el("span", {}, p == null
+        ? fill(gettext("below the top %(listed)s (< %(p)s)"), { listed: outcome.listed, p: pct(outcome.below_listed) })
+        : fill(gettext("%(p)s (rank %(rank)s)"), { p: pct(p), rank: row.rank })));
     }
   }
   return table;
@@ -71,28 +75,29 @@ export function revealLines(quiz) {
   const rows = rowsOf(quiz).filter((r) => !r.typed);
   const top = rows[0];
   const answered = o.answered ?? 0;
-  const you = answered === 1 ? "you" : "of you";
-  const lines = [answered ? `The model gave ${tokenLabel(top)} ${pct(top.model_prob)}: ${top.count} of ${answered} ${you} picked it.`
-    : `The model gave ${tokenLabel(top)} ${pct(top.model_prob)}; nobody answered.`];
+  const lines = [answered
+    ? fill(gettext("The model gave %(token)s %(p)s: %(count)s of %(answered)s of you picked it."),
+      { token: tokenLabel(top), p: pct(top.model_prob), count: top.count, answered })
+    : fill(gettext("The model gave %(token)s %(p)s; nobody answered."), { token: tokenLabel(top), p: pct(top.model_prob) })];
   const popular = rows.reduce((best, r) => (r.count > best.count ? r : best), rows[0]);
   if (answered && popular.id !== top.id && popular.count > top.count) {
-    lines.push(`Most of you (${popular.count}) picked ${tokenLabel(popular)}: the model gave it ${pct(popular.model_prob)}.`);
+    lines.push(fill(gettext("Most of you (%(count)s) picked %(token)s: the model gave it %(p)s."),
+      { count: popular.count, token: tokenLabel(popular), p: pct(popular.model_prob) }));
   }
   const drawn = rows.find((r) => r.id === o.token.id) || { ...o.token, rank: null };
-  if (o.greedy) lines.push(`At temperature 0 the model takes its top token: ${tokenLabel(drawn)}.`);
+  if (o.greedy) lines.push(fill(gettext("At temperature 0 the model takes its top token: %(token)s."), { token: tokenLabel(drawn) }));
   else {
-    const where = drawn.rank === 1 ? "its top choice" : drawn.rank ? `its ${ordinal(drawn.rank)} choice` : "a token below its top 10";
-    lines.push(`The dice (u = ${o.u.toFixed(3)}) drew ${tokenLabel(drawn)}, ${where}, from the sampling distribution `
-      + `(${pct(o.token.prob)} after the sampling settings).`);
+    const where = drawn.rank === 1 ? gettext("its top choice") : drawn.rank
+      ? fill(gettext("its choice ranked %(rank)s"), { rank: drawn.rank }) : gettext("a token below its top 10");
+    lines.push(fill(gettext("The dice (u = %(u)s) drew %(token)s, %(where)s, from the sampling distribution (%(p)s after the sampling settings)."),
+      { u: o.u.toFixed(3), token: tokenLabel(drawn), where, p: pct(o.token.prob) }));
   }
   const matched = rows.find((r) => r.id === o.token.id)?.count ?? 0;
-  if (answered && drawn.id !== top.id) lines.push(matched ? `${matched} of ${answered} ${you} picked the drawn token.` : "None of you picked the drawn token.");
+  if (answered && drawn.id !== top.id) {
+    lines.push(matched ? fill(gettext("%(count)s of %(answered)s of you picked the drawn token."), { count: matched, answered })
+      : gettext("None of you picked the drawn token."));
+  }
   return lines;
-}
-
-function ordinal(n) {
-  const suffix = n % 100 >= 11 && n % 100 <= 13 ? "th" : { 1: "st", 2: "nd", 3: "rd" }[n % 10] || "th";
-  return `${n}${suffix}`;
 }
 
 /** A learner's question from a step the page holds (guess mode): the model's top 8 by raw logit and 2 from lower
