@@ -132,7 +132,7 @@ def visible(html: str) -> list[str]:
 # Words that are the same in a translation: technical names, the product's, each language's own name in the switcher,
 # and French words spelled as in English.
 SAME_EVERYWHERE = {"Hit Enter", "top-k", "Top-k", "top-p", "min-p", "softmax", "logit", "residual", "English", "Français",
-                   "Español", "简体中文", "Pause", "Licence"}
+                   "Español", "简体中文", "Pause", "Licence", "CSV", "JSON", "Prompt"}
 
 
 @pytest.mark.django_db
@@ -143,4 +143,19 @@ def test_no_english_sentence_is_left_on_the_article_rendered_in_another_language
     english = set(visible(page(client, "/?lang=en")))
     left = [text for text in visible(page(client, f"/?lang={lang}"))
             if text in english and re.search(r"[A-Za-z]{3,}", text) and text not in SAME_EVERYWHERE]
+    assert not left, f"untranslated in {lang}: {sorted(set(left))}"
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("lang", ["fr", "es", "zh-hans"])
+def test_no_english_sentence_is_left_on_the_host_pages(client, settings, lang):
+    """The workshop host's page (logged out and in) and the quiz recap, rendered in each language."""
+    settings.EXPLAINER_HOST_PASSWORD = "pw"
+    english = set(visible(page(client, "/host/?lang=en")))
+    theirs = visible(page(client, f"/host/?lang={lang}"))
+    assert client.post("/host/", {"password": "pw"}).status_code == 302
+    for path in ("/host/", "/host/quiz/"):
+        english |= set(visible(page(client, f"{path}?lang=en")))
+        theirs += visible(page(client, f"{path}?lang={lang}"))
+    left = [text for text in theirs if text in english and re.search(r"[A-Za-z]{3,}", text) and text not in SAME_EVERYWHERE]
     assert not left, f"untranslated in {lang}: {sorted(set(left))}"
