@@ -40,12 +40,14 @@ function reset() {
   render();
 }
 
-function ask(step) {
+/** Show the question for `step`; `focus` only when the learner's own action led here (a redrawn example must not
+ * take the focus from what they are doing, say from Play). */
+function ask(step, focus = true) {
   const eos = new Set((state.session?.eos || []).map((t) => t.id));
   guess.question = { step, candidates: candidatesOf(step, eos) };
   guess.result = null;
   render();
-  $("#guess-card input[type=radio]")?.focus({ preventScroll: true });
+  if (focus) $("#guess-card input[type=radio]")?.focus({ preventScroll: true });
 }
 
 /** The learner picked: score it, then show the step (and what followed it) to the page. */
@@ -78,10 +80,10 @@ function release() {
 }
 
 /** The next question: a live run's next step from the server, or the recording's next step. */
-function askNext() {
+function askNext(focus = true) {
   if (guess.replay) {
     const { replay, at } = guess.replay;
-    if (at < replay.steps) ask(replay.payloads[replay.stepIndexes[at]]);
+    if (at < replay.steps) ask(replay.payloads[replay.stepIndexes[at]], focus);
     return;
   }
   if (state.done || guess.question || guess.held.length) return;
@@ -100,13 +102,13 @@ function showRevealed(n) {
 }
 
 /** Turn guess mode on or off (the toggle beside Play). */
-export function setGuessing(on, recording = null) {
+export function setGuessing(on, recording = null, focus = true) {
   guess.on = on;
   reset();
   if (on && replaying() && recording) {
     guess.replay = { replay: new Replay(recording.payloads), at: 0 };
     showRevealed(Math.min(page.stepBar?.position ?? 0, guess.replay.replay.steps));
-    askNext();
+    askNext(focus);
   } else if (!on && guess.replay) {
     showRevealed(guess.replay.replay.steps);
     guess.replay = null;
@@ -120,7 +122,7 @@ export function setGuessing(on, recording = null) {
 
 /** A recording was drawn (an example picked, a permalink opened): guessing starts again on it. */
 export function recordingShown(recording) {
-  if (guess.on) { guess.replay = null; setGuessing(true, recording); }
+  if (guess.on) { guess.replay = null; setGuessing(true, recording, false); } // drawn by itself: the focus stays
 }
 
 /** An example's whole file replaced its first paint: in guess mode the page stays on the steps revealed. */
