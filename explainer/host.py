@@ -8,6 +8,7 @@ visitors' side), its controls, `pin` and `limits` (stored by explainer/services/
 from __future__ import annotations
 
 import asyncio
+import functools
 import hmac
 import logging
 import time
@@ -64,11 +65,18 @@ def is_host_request(request) -> bool:
     return bool(settings.EXPLAINER_HOST_PASSWORD and request.session.get(SESSION_FLAG))
 
 
-@require_http_methods(["GET", "HEAD"])
+def host_only(view):
+    """A GET page of the host's session only (the projector view, the quiz recap); anyone else goes to /host/."""
+    @require_http_methods(["GET", "HEAD"])
+    @functools.wraps(view)
+    def guarded(request, *args, **kwargs):
+        return view(request, *args, **kwargs) if is_host_request(request) else redirect("host")
+    return guarded
+
+
+@host_only
 def present_page(request):
     """The projector view: the article in large type, following the broadcast (the host's session only)."""
-    if not is_host_request(request):
-        return redirect("host")
     status = model_registry.page_status()
     return render(request, "index.html", {"model": status, "present": True}, status=200 if status["ok"] else 503)
 

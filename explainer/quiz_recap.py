@@ -3,10 +3,9 @@ import csv
 import io
 
 from django.http import HttpResponse, JsonResponse
-from django.shortcuts import redirect, render
-from django.views.decorators.http import require_http_methods
+from django.shortcuts import render
 
-from explainer.host import is_host_request
+from explainer.host import host_only
 from explainer.services.workshop import quiz
 
 
@@ -17,11 +16,9 @@ def _formula_safe(value):
     return value
 
 
-@require_http_methods(["GET", "HEAD"])
+@host_only
 def recap_csv(request):
     """One row per question and token: the model's odds beside the class's counts."""
-    if not is_host_request(request):
-        return redirect("host")
     out = io.StringIO()
     writer = csv.DictWriter(out, fieldnames=quiz.CSV_FIELDS)
     writer.writeheader()
@@ -32,20 +29,16 @@ def recap_csv(request):
     return response
 
 
-@require_http_methods(["GET", "HEAD"])
+@host_only
 def recap_json(request):
-    if not is_host_request(request):
-        return redirect("host")
     response = JsonResponse({"questions": quiz.recap()}, json_dumps_params={"ensure_ascii": False, "indent": 1})
     response["Content-Disposition"] = 'attachment; filename="hit-enter-quiz.json"'
     return response
 
 
-@require_http_methods(["GET", "HEAD"])
+@host_only
 def recap_page(request):
     """The printable page: each question, its text so far, and the class's answers beside the model's odds."""
-    if not is_host_request(request):
-        return redirect("host")
     return render(request, "quiz_recap.html", {"questions": [_printable(q) for q in quiz.recap()]})
 
 

@@ -63,7 +63,7 @@ def eos_ids(kept: list[tuple[int, dict]]) -> set[int]:
     return {t["id"] for t in session.get("eos", [])}
 
 
-async def open_question(asking: Asking, step: dict, broadcast, ) -> dict:
+async def open_question(asking: Asking, step: dict, broadcast) -> dict:
     """Store the question and return what the room is shown (no probability in it)."""
     context = context_of(broadcast.summary, broadcast.kept)
     candidates = quiz.candidates_of(step, eos_ids(broadcast.kept))
