@@ -1,4 +1,5 @@
-"""CORS for what other sites' pages load from Hit Enter (docs/embedding.md): the static files and the recordings.
+"""CORS for what other sites' pages load from Hit Enter (docs/embedding.md): the static files, the recordings and
+the JSON catalog of the site's words (a diagram's `lang=`).
 
 An ASGI wrapper, not Django middleware, so that it sees every response, the static files included (WhiteNoise
 answers them before the middleware after it runs). Only reads (GET, HEAD and their OPTIONS preflights) are shared:
@@ -25,7 +26,7 @@ PREFLIGHT_HEADERS = CORS_HEADERS + [
 
 def is_shared(path: str) -> bool:
     """Whether another origin may read this path."""
-    return path.startswith(settings.STATIC_URL) or bool(RECORDING_PATH.match(path))
+    return path.startswith(settings.STATIC_URL) or path == "/jsi18n.json" or bool(RECORDING_PATH.match(path))
 
 
 class CorsMiddleware:

@@ -3,40 +3,44 @@ import json
 import re
 from urllib.parse import urlencode
 
+from django.conf import settings
 from django.contrib.staticfiles import finders
 from django.core.exceptions import BadRequest
 from django.http import Http404, HttpResponseBadRequest
 from django.shortcuts import render
 from django.templatetags.static import static
+from django.utils import translation
+from django.utils.translation import gettext_lazy as _
 from django.views.decorators.http import require_http_methods
+from django.views.i18n import JSONCatalog
 
 from explainer.models import RecordedRun
 from explainer.services import recordings, slices
 
 # section slug (the element is <he-SLUG>) -> (the article's anchor, the section's title)
 SECTIONS = {
-    "template": ("template", "Your messages become one string"),
-    "tokens": ("tokens", "The string becomes tokens"),
-    "embeddings": ("embeddings", "Each token looks up a row of numbers"),
-    "positions": ("positions", "Where each token sits"),
-    "mask": ("mask", "Reading the prompt, no peeking ahead"),
-    "attention": ("attention", "Attention: who looks at whom"),
-    "layers": ("layers", "Through the layers"),
-    "logits": ("logits", "One score per vocabulary entry"),
-    "stages": ("stages", "Reshaping the scores"),
-    "filter": ("filter", "Who survives the filters"),
-    "dice": ("dice", "Rolling the dice"),
-    "sequence": ("sequence", "One token at a time"),
-    "kv": ("kv", "The cache that makes it fast"),
-    "stream": ("stream", "Streaming to your screen"),
-    "stop": ("stop", "Knowing when to stop"),
-    "context": ("context", "The context window"),
-    "myths": ("myths", "What did not happen"),
-    "timeline": ("timeline", "Prefill vs decode"),
-    "kvcalc": ("kvcalc", "How big the KV cache gets"),
-    "batch": ("batching", "Batching, and why temperature 0 can still differ"),
-    "speculative": ("speculative", "Speculative decoding"),
-    "quant": ("quantization", "Quantization"),
+    "template": ("template", _("Your messages become one string")),
+    "tokens": ("tokens", _("The string becomes tokens")),
+    "embeddings": ("embeddings", _("Each token looks up a row of numbers")),
+    "positions": ("positions", _("Where each token sits")),
+    "mask": ("mask", _("Reading the prompt, no peeking ahead")),
+    "attention": ("attention", _("Attention: who looks at whom")),
+    "layers": ("layers", _("Through the layers")),
+    "logits": ("logits", _("One score per vocabulary entry")),
+    "stages": ("stages", _("Reshaping the scores")),
+    "filter": ("filter", _("Who survives the filters")),
+    "dice": ("dice", _("Rolling the dice")),
+    "sequence": ("sequence", _("One token at a time")),
+    "kv": ("kv", _("The cache that makes it fast")),
+    "stream": ("stream", _("Streaming to your screen")),
+    "stop": ("stop", _("Knowing when to stop")),
+    "context": ("context", _("The context window")),
+    "myths": ("myths", _("What did not happen")),
+    "timeline": ("timeline", _("Prefill vs decode")),
+    "kvcalc": ("kvcalc", _("How big the KV cache gets")),
+    "batch": ("batching", _("Batching, and why temperature 0 can still differ")),
+    "speculative": ("speculative", _("Speculative decoding")),
+    "quant": ("quantization", _("Quantization")),
 }
 # Query parameters a live embed passes on to its element (and from there into its `start` frame).
 LIVE_PARAMS = ("temperature", "top_k", "top_p", "min_p", "repetition_penalty", "presence_penalty",
@@ -91,9 +95,15 @@ def element_attributes(query) -> list[tuple[str, str]]:
 
 
 def article_link(section: str, run_id: str | None = None) -> str:
-    """The full article at this section (the replay page for a recording)."""
+    """The full article at this section (the replay page for a recording), in the page's language."""
     page = f"/runs/{run_id}" if run_id else "/"
-    return f"{page}#{SECTIONS[section][0]}"
+    return f"{page}{language_query()}#{SECTIONS[section][0]}"
+
+
+def language_query(joiner: str = "?") -> str:
+    """`?lang=xx` for a link from a page not in English (so the page it opens keeps the language), else ""."""
+    code = translation.get_language() or settings.LANGUAGE_CODE
+    return "" if code == settings.LANGUAGE_CODE else f"{joiner}{urlencode({'lang': code})}"
 
 
 # Frameable by other sites: explainer.security lifts X-Frame-Options and sets frame-ancestors for /embed/.
@@ -153,9 +163,14 @@ def embed_static(request, section: str):
     return render(request, "embed_static.html", {
         "section": section, "title": SECTIONS[section][1], "assets": assets, "theme": theme,
         "attributes": [("src", "#he-recording"), *attributes[1:], *([("theme", theme)] if theme != "auto" else [])],
-        "recording": recording,
+        "recording": recording, "catalog": words_catalog(request),
         "article_url": request.build_absolute_uri(article_link(section, run_id)),
     })
+def words_catalog(request) -> dict:
+    """The site's words in the page's language as JSONCatalog gives them, for a page saved with no server to ask."""
+    return json.loads(JSONCatalog.as_view()(request).content)
+
+
 def embed_theme(query) -> str:
     """`?theme=light|dark|auto` (auto, the default, follows the reader's prefers-color-scheme)."""
     theme = query.get("theme") or "auto"
@@ -184,7 +199,7 @@ def embed_demo(request):
     run_id = source[1] if source and source[0] == "run" else None
     sections = [{
         "slug": slug, "title": title, "element": f"he-{slug}", "article_url": article_link(slug, run_id),
-        "src": request.build_absolute_uri(f"/embed/{slug}/{query}"),
+        "src": request.build_absolute_uri(f"/embed/{slug}/{query}{language_query('&' if query else '?')}"),
     } for slug, (_anchor, title) in SECTIONS.items()]
     return render(request, "embed_demo.html", {
         "sections": sections, "source": source, "attributes": [source] if source else [("prompt", DEFAULT_PROMPT)],

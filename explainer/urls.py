@@ -3,7 +3,7 @@ from django.contrib import admin
 from django.conf import settings
 from django.urls import path
 from django.views.generic import RedirectView
-from django.views.i18n import JavaScriptCatalog
+from django.views.i18n import JavaScriptCatalog, JSONCatalog
 
 from explainer import embeds, host, quiz_recap, views
 from explainer.admin import guarded_login
@@ -15,6 +15,8 @@ urlpatterns = [
     path("healthz", views.healthz, name="healthz"),
     # The words static/js builds, in the page's language (static/js/lib/i18n.js reads window.django).
     path("jsi18n/", JavaScriptCatalog.as_view(), name="javascript-catalog"),
+    # The same words as JSON, for a diagram's lang= on another site's page (lib/i18n.js loadCatalog; CORS-shared).
+    path("jsi18n.json", JSONCatalog.as_view(), name="json-catalog"),
     path("api/model", views.model_progress, name="model_progress"),
     path("api/runs", views.create_run, name="create_run"),
     path("api/runs/<str:run_id>", views.get_run, name="get_run"),

@@ -5,7 +5,7 @@ import { errorWords } from "./error-words.js";
 import { RunView, prefillText } from "./run-view.js";
 import { SessionClient } from "./client.js";
 import { fetchJson, joinParts } from "./replay.js";
-import { plural } from "./lib/plural.js";
+import { fill, gettext, grouped, ngettext } from "./lib/i18n.js";
 
 /** The article's diagrams that can be embedded: the element of section S is <he-S>. */
 export const SECTIONS = [
@@ -77,11 +77,22 @@ const UNREACHABLE_MS = 10_000; // connecting this long without an open socket: t
 export class ReplayFeed extends Feed {
   constructor(origin, { run = null, example = null, src = null }, section = null) {
     super(origin);
-    Object.assign(this, { runId: run, example, src, section, phase: "loading", text: "Loading the recording…", recording: null });
+    Object.assign(this, { runId: run, example, src, section, phase: "loading", failure: null, recording: null });
     this.state.forkable = false;  // no live run to continue from another token: the diagrams offer no fork
   }
 
   get ready() { return this.phase === "replay"; }
+
+  /** The caption's line, in the language of the moment it is shown. */
+  get text() {
+    if (this.phase === "loading") return gettext("Loading the recording…");
+    if (this.phase === "error") return fill(gettext("The recording could not be loaded: %(reason)s"), { reason: this.failure });
+    const n = this.state.steps.length;
+    const line = this.example
+      ? ngettext("A recorded example (%(model)s, %(n)s step): no model is running.", "A recorded example (%(model)s, %(n)s steps): no model is running.", n)
+      : ngettext("A recorded run (%(model)s, %(n)s step): no model is running.", "A recorded run (%(model)s, %(n)s steps): no model is running.", n);
+    return fill(line, { model: String(this.recording.model_spec), n: grouped(n) });
+  }
 
   /** The "full article" link: the recording's replay page (saved from the site), else the article, else none. */
   get articleUrl() {
@@ -100,7 +111,7 @@ export class ReplayFeed extends Feed {
    * static files, so a copy of static/ served without the server slices as well (it has no API to ask). */
   async #exampleFile() {
     const entry = (await fetchJson(new URL("index.json", EXAMPLES))).find((e) => e.id === this.example);
-    if (!entry) throw new Error(`there is no example run "${this.example}"`);
+    if (!entry) throw new Error(fill(gettext("there is no example run \"%(example)s\""), { example: this.example }));
     return fetchJson(new URL(entry.slices?.[this.section] ?? entry.file, EXAMPLES).href);
   }
 
@@ -108,7 +119,7 @@ export class ReplayFeed extends Feed {
     if (this.src && !this.src.startsWith("#")) return fetchJson(this.src);
     if (this.src) {
       const script = document.getElementById(this.src.slice(1));
-      if (!script) throw new Error(`there is no element ${this.src} on the page`);
+      if (!script) throw new Error(fill(gettext("there is no element %(id)s on the page"), { id: this.src }));
       return JSON.parse(script.textContent);
     }
     return this.example ? this.#exampleFile() : fetchJson(this.#runUrl());
@@ -118,8 +129,8 @@ export class ReplayFeed extends Feed {
   #checkSlice(recording) {
     const slice = recording.slice;
     if (!slice || !this.section || (Array.isArray(slice.draws) && slice.draws.includes(this.section))) return;
-    throw new Error(`this file is the ${slice.section} slice of a recording, without what the ${this.section} diagram draws; `
-      + `download the ${this.section} slice or the whole recording`);
+    throw new Error(fill(gettext("this file is the %(slice)s slice of a recording, without what the %(section)s diagram draws; "
+      + "download the %(section)s slice or the whole recording"), { slice: slice.section, section: this.section }));
   }
 
   /** Only a measurement asks for an answer; a replay has no server, so it settles with a refusal. */
@@ -132,16 +143,14 @@ export class ReplayFeed extends Feed {
   async load() {
     try {
       const recording = await this.#recording();
-      if (!Array.isArray(recording?.payloads)) throw new Error("it is not a recording (no payloads)");
+      if (!Array.isArray(recording?.payloads)) throw new Error(gettext("it is not a recording (no payloads)"));
       this.#checkSlice(recording);
       this.recording = recording;
       for (const payload of joinParts(recording.payloads)) this.state.apply(payload);
       this.phase = "replay";
-      const kind = this.example ? "A recorded example" : "A recorded run";
-      this.text = `${kind} (${recording.model_spec}, ${plural(this.state.steps.length, "step")}): no model is running.`;
     } catch (err) {
       this.phase = "error";
-      this.text = `The recording could not be loaded: ${err.message}`;
+      this.failure = err.message;
     }
     this.publish();
     return this;
@@ -225,17 +234,18 @@ export class LiveFeed extends Feed {
   get text() {
     const n = this.state.steps.length;
     const texts = {
-      busy: () => `Server busy: ${this.notice.reason}. Press Play to retry.`,
+      busy: () => fill(gettext("Server busy: %(reason)s. Press Play to retry."), { reason: this.notice.reason }),
       error: () => errorWords(this.notice),
-      connecting: () => "Connecting to the server…",
-      unreachable: () => `The Hit Enter server at ${new URL(this.origin).host} is not reachable; retrying.`,
-      loading: () => "Loading the model…",
+      connecting: () => gettext("Connecting to the server…"),
+      unreachable: () => fill(gettext("The Hit Enter server at %(host)s is not reachable; retrying."), { host: new URL(this.origin).host }),
+      loading: () => gettext("Loading the model…"),
       queued: () => this.state.status.message,
       prefilling: () => prefillText(this.state.status),
-      running: () => (n ? `Generating… step ${n}` : "Reading the prompt…"),
-      paused: () => `Paused after step ${n}.`,
-      finished: () => `Finished (${this.state.done?.stop_reason ?? "stopped"}) after ${plural(n, "step")}, live on this server.`,
-      idle: () => "Press Play to run the model on this prompt.",
+      running: () => (n ? fill(gettext("Generating… step %(step)s"), { step: n }) : gettext("Reading the prompt…")),
+      paused: () => fill(gettext("Paused after step %(step)s."), { step: n }),
+      finished: () => fill(ngettext("Finished (%(reason)s) after %(n)s step, live on this server.",
+        "Finished (%(reason)s) after %(n)s steps, live on this server.", n), { reason: this.state.done?.stop_reason ?? "stopped", n: grouped(n) }),
+      idle: () => gettext("Press Play to run the model on this prompt."),
     };
     return texts[this.phase]();
   }

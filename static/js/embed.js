@@ -13,11 +13,12 @@ import { addControl, el } from "./lib/base-element.js";
 import { addExportBar, sourceOfFeed } from "./export-bar.js";
 import { STEPPED, authorCaption, captionOn, controlsOf, resolveStep } from "./lib/choose.js";
 import { followPageTheme } from "./lib/page-theme.js";
+import { fill, gettext, gettext_noop, hasLanguage, inLanguage, loadCatalog } from "./lib/i18n.js";
 
 const ORIGIN = new URL(import.meta.url).origin;
 const ELEMENTS = SECTIONS.map((section) => `he-${section}`);
 const SOURCES = ["src", "run", "example", "prompt"];
-const NOTHING = "Nothing to show: give this element run=, example=, src= or prompt= (docs/embedding.md)";
+const NOTHING = gettext_noop("Nothing to show: give this element run=, example=, src= or prompt= (docs/embedding.md)");
 const TROUBLE = ["error", "busy", "unreachable"]; // phases whose caption is the feed's own, whatever the author wrote
 const feeds = new FeedRegistry(ORIGIN);
 const driven = new WeakSet();
@@ -35,6 +36,9 @@ function injectStyles() {
   document.head.append(el("link", { rel: "stylesheet", href: new URL("../css/embed.css", import.meta.url).href }));
 }
 
+/** An element's language: its own `lang`, else its page's (the element may not be upgraded yet). */
+const langOf = (element) => element.closest("[lang]")?.getAttribute("lang") || null;
+
 // ---- captions, the live prompt box and the step scrubber: inside the element's shadow root (addControl) ----
 
 /** The line under an embedded diagram: what it shows, and a link to the full article. */
@@ -43,11 +47,12 @@ function addCaption(element, feed) {
   const status = el("span", { class: "he-embed-status", "aria-live": "polite" });
   caption.append(status);
   // The link: the author's article-href, else where the feed's recording says its replay is (known once loaded).
-  const link = el("a", { target: "_blank", rel: "noopener" }, "Hit Enter — full article");
+  const link = el("a", { target: "_blank", rel: "noopener" }, gettext("Hit Enter — full article"));
   const section = anchorOf(element.localName.slice(3));
   addControl(element, caption, "below");
   const own = authorCaption(element.getAttribute("caption"));
-  const update = () => {
+  const update = () => inLanguage(langOf(element), () => {
+    link.textContent = gettext("Hit Enter — full article");
     caption.dataset.state = feed.phase;
     // The author's words replace the script's, except when the reader must know the run is not coming.
     status.textContent = own && !TROUBLE.includes(feed.phase) ? own : feed.text;
@@ -55,59 +60,69 @@ function addCaption(element, feed) {
     if (isEmbedPage() || !article) return link.remove();
     link.href = article;
     if (!link.isConnected) caption.append(" ", link);
-  };
+  });
   feed.addEventListener("change", update);
   update();
+  caption.heUpdate = update;
   return caption;
 }
 
 /** A small prompt box above the first element of a live feed: the reader can run it on their own words. */
 function addPromptBox(element, feed) {
   const form = el("form", { class: "he-embed-form", autocomplete: "off" });
-  const input = el("input", { type: "text", name: "prompt", "aria-label": "Prompt", maxlength: "2000" });
+  const input = el("input", { type: "text", name: "prompt", "aria-label": gettext("Prompt"), maxlength: "2000" });
   input.value = feed.prompt;
-  const play = el("button", { type: "submit", class: "primary" }, "Play");
-  const stop = el("button", { type: "button" }, "Stop");
+  const play = el("button", { type: "submit", class: "primary" }, gettext("Play"));
+  const stop = el("button", { type: "button" }, gettext("Stop"));
   form.append(input, play, stop);
   form.addEventListener("submit", (event) => { event.preventDefault(); feed.start(input.value); });
   stop.addEventListener("click", () => feed.stop());
-  const update = () => {
+  const update = () => inLanguage(langOf(element), () => {
     const phase = feed.phase;
+    input.setAttribute("aria-label", gettext("Prompt"));
+    stop.textContent = gettext("Stop");
     stop.disabled = !["queued", "prefilling", "running", "paused"].includes(phase);
-    play.textContent = stop.disabled ? "Play" : "Restart";
-  };
+    play.textContent = stop.disabled ? gettext("Play") : gettext("Restart");
+  });
   feed.addEventListener("change", update);
   update();
+  form.heUpdate = update;
   return addControl(element, form, "above");
 }
 
 /** A step scrubber above a stepped diagram: it writes the element's `step` attribute. */
 function addScrubber(element, feed) {
-  const input = el("input", { type: "range", min: "0", max: "0", step: "1", value: "0", "aria-label": "Step" });
+  const input = el("input", { type: "range", min: "0", max: "0", step: "1", value: "0" });
   const out = el("output", { class: "he-embed-step" });
-  const label = el("label", {}, "Step ");
-  label.append(input);
+  const word = el("span");
+  const label = el("label", {});
+  label.append(word, input);
   const box = el("div", { class: "he-embed-scrubber" });
   box.append(label, out);
   input.addEventListener("input", () => element.setAttribute("step", input.value));
-  const update = () => {
+  const update = () => inLanguage(langOf(element), () => {
+    word.textContent = `${gettext("Step:")} `; // the scrubber's label ("Step" alone is the article's Step button)
+    input.setAttribute("aria-label", gettext("Step:"));
     const steps = feed.state.steps;
     const k = resolveStep(element.getAttribute("step"), steps) ?? steps.length;
     input.max = String(steps.length);
     input.value = String(k);
     input.disabled = steps.length === 0;
-    out.textContent = steps.length ? (k ? `step ${k} of ${steps.length}` : `the prompt (step 0 of ${steps.length})`) : "no steps yet";
-  };
+    const count = steps.length;
+    out.textContent = !count ? gettext("no steps yet")
+      : k ? fill(gettext("step %(step)s of %(count)s"), { step: k, count }) : fill(gettext("the prompt (step 0 of %(count)s)"), { count });
+  });
   feed.addEventListener("change", update);
   new MutationObserver(update).observe(element, { attributes: true, attributeFilter: ["step"] });
   update();
+  box.heUpdate = update;
   return addControl(element, box, "above");
 }
 
 /** The line an element with no source gets instead of an empty box. */
 function sayNothing(element) {
   if (driven.has(element) || emptyLines.has(element)) return;
-  const line = el("p", { class: "he-embed-caption", "data-state": "empty", role: "note" }, NOTHING);
+  const line = el("p", { class: "he-embed-caption", "data-state": "empty", role: "note" }, gettext(NOTHING));
   emptyLines.set(element, line);
   loadElement(element);
   addControl(element, line, "below");
@@ -167,7 +182,7 @@ function drive(element) {
   const controls = controlsOf(element.getAttribute("controls"));
   const live = feed instanceof LiveFeed;
   loadElement(element);
-  if (first && live && controls === "full") addPromptBox(element, feed);
+  const form = first && live && controls === "full" ? addPromptBox(element, feed) : null;
   const scrubber = controls !== "none" && STEPPED.includes(element.localName.slice(3)) ? addScrubber(element, feed) : null;
   feed.attach(element);
   // controls="none" is the bare diagram: no export buttons either.
@@ -175,6 +190,11 @@ function drive(element) {
     data: "recording" in feed ? () => feed.recording : null }) : null;
   const caption = captionOn(element.getAttribute("caption")) ? addCaption(element, feed) : null;
   followHealth(element, feed, { scrubber, bar, caption });
+  // Its own language (lang=, else the page's): drawn in English until that language's words are in, then again.
+  const lang = langOf(element);
+  if (lang && !hasLanguage(lang)) {
+    loadCatalog(ORIGIN, lang).then((ok) => { if (ok) for (const node of [form, scrubber, caption]) node?.heUpdate?.(); });
+  }
   // Without a prompt box nothing could press Play: a live diagram with fewer controls runs at once.
   const autostart = element.hasAttribute("autostart") || controls !== "full";
   if (live && autostart && !feed.started) feed.start();

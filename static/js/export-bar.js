@@ -3,6 +3,7 @@
 // Added from outside the diagram, on the article (article/main.js) and in embeds (embed.js), into the element's own
 // shadow root under the diagram (its styles are elements.css's, so the page's CSS cannot restyle the buttons).
 import { addControl, el } from "./lib/base-element.js";
+import { fill, gettext } from "./lib/i18n.js";
 
 const EMBED_SCRIPT = new URL("./embed.js", import.meta.url).href;
 const HOST = new URL(import.meta.url).origin;
@@ -74,7 +75,7 @@ export function sourceOfFeed(feed) {
   if (feed.runId) return { run: feed.runId };
   if (feed.example) return { example: feed.example };
   if (feed.src) return { src: feed.src };  // resolved once by the feed (a full URL, or "#id" of an inline one)
-  if (feed.phase !== "finished") throw new Error("the run has not finished: copy the embed code once it has");
+  if (feed.phase !== "finished") throw new Error(gettext("the run has not finished: copy the embed code once it has"));
   const seed = feed.state.session?.params?.seed;
   return { prompt: feed.prompt, params: { ...feed.params, ...(seed != null ? { seed } : {}) } };
 }
@@ -90,17 +91,17 @@ async function copyText(bar, text) {
   try {
     await navigator.clipboard.writeText(text);
     bar.querySelector("textarea")?.remove();
-    return "Embed code copied.";
+    return gettext("Embed code copied.");
   } catch {
     let box = bar.querySelector("textarea");
     if (!box) {
-      box = el("textarea", { readonly: "", "aria-label": "Embed code", rows: "3" });
+      box = el("textarea", { readonly: "", "aria-label": gettext("Embed code"), rows: "3" });
       bar.append(box);
     }
     box.value = text;
     box.focus();
     box.select();
-    return "The browser did not allow copying: the embed code is selected below, press Ctrl+C (⌘C).";
+    return gettext("The browser did not allow copying: the embed code is selected below, press Ctrl+C (⌘C).");
   }
 }
 
@@ -112,37 +113,37 @@ async function copyText(bar, text) {
 export function addExportBar(element, { source = null, iframe = false, data = null } = {}) {
   if (bars.has(element)) return bars.get(element);
   const name = element.localName.replace(/^he-/, "");
-  const bar = el("div", { class: "he-export-bar", role: "group", "aria-label": `Export the ${name} diagram`, "data-for": element.localName });
+  const bar = el("div", { class: "he-export-bar", role: "group", "aria-label": fill(gettext("Export the %(name)s diagram"), { name }), "data-for": element.localName });
   const status = el("output", { class: "he-export-status", "aria-live": "polite" });
   const button = (label, kind, act) => {
     const b = el("button", { type: "button", class: "secondary", "data-export": kind }, label);
     b.addEventListener("click", async () => {
       b.disabled = true;
       status.textContent = "";
-      try { status.textContent = await act(); } catch (err) { status.textContent = `${label} failed: ${err.message}`; }
+      try { status.textContent = await act(); } catch (err) { status.textContent = fill(gettext("%(action)s failed: %(reason)s"), { action: label, reason: err.message }); }
       b.disabled = false;
     });
     return b;
   };
   const exporter = () => import("./lib/export.js");
-  bar.append(button("Download SVG", "svg", async () => {
+  bar.append(button(gettext("Download SVG"), "svg", async () => {
     const { diagramToSvg, download } = await exporter();
     download(new Blob([diagramToSvg(element, `Hit Enter: ${name}`).svg], { type: "image/svg+xml" }), fileName(element, "svg"));
-    return "SVG downloaded.";
-  }), button("Download PNG", "png", async () => {
+    return gettext("SVG downloaded.");
+  }), button(gettext("Download PNG"), "png", async () => {
     const { diagramToSvg, svgToPng, download } = await exporter();
     download(await svgToPng(diagramToSvg(element, `Hit Enter: ${name}`), 2), fileName(element, "png"));
-    return "PNG downloaded.";
+    return gettext("PNG downloaded.");
   }));
-  if (source) bar.append(button("Copy embed code", "embed", async () => copyText(bar, embedSnippet(element, await source(), { iframe }))));
+  if (source) bar.append(button(gettext("Copy embed code"), "embed", async () => copyText(bar, embedSnippet(element, await source(), { iframe }))));
   // A replay's data: the slice of the recording this section draws (docs/embedding.md), for src= on the author's page
-  if (data) bar.append(button("Download data", "data", async () => {
+  if (data) bar.append(button(gettext("Download data"), "data", async () => {
     const recording = data();
-    if (!recording) throw new Error("the recording has not loaded");
+    if (!recording) throw new Error(gettext("the recording has not loaded"));
     const { download } = await exporter();
     const name = fileName(element, "json");
     download(new Blob([JSON.stringify(recording)], { type: "application/json" }), name);
-    return `Data downloaded: <${element.localName} src="${name}"> draws it with no server.`;
+    return fill(gettext("Data downloaded: %(tag)s draws it with no server."), { tag: `<${element.localName} src="${name}">` });
   }));
   bar.append(status);
   bars.set(element, bar);

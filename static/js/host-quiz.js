@@ -1,6 +1,7 @@
 // The host's side of the class quiz (issue 26): Ask the class at a paused broadcast step, watch the answers come
 // in (a live count and histogram, from host_stats every second), Reveal, and the recap downloads.
 import { quizTable } from "./lib/quiz-chart.js";
+import { fill, gettext } from "./lib/i18n.js";
 
 const $ = (sel) => document.querySelector(sel);
 let shown = ""; // what the chart shows now: redrawn only when it changes
@@ -22,13 +23,14 @@ export function renderQuiz(quiz, broadcast, following) {
   $("#btn-reveal").disabled = !open;
   const line = $("#quiz-state");
   if (!quiz) {
-    line.textContent = broadcast.state === "paused" ? "Ready: the class guesses the broadcast's next token."
-      : "Pause the broadcast (or start it paused) to ask the class which token comes next.";
+    line.textContent = broadcast.state === "paused" ? gettext("Ready: the class guesses the broadcast's next token.")
+      : gettext("Pause the broadcast (or start it paused) to ask the class which token comes next.");
   } else if (open) {
-    line.textContent = `Step ${quiz.step}: ${quiz.answered ?? 0} of ${following} following have answered. `
-      + "Nobody, you included, sees the model's odds until you press Reveal.";
+    line.textContent = fill(gettext("Step %(step)s: %(answered)s of %(following)s following have answered. "
+      + "Nobody, you included, sees the model's odds until you press Reveal."), { step: quiz.step, answered: quiz.answered ?? 0, following });
   } else {
-    line.textContent = `Step ${quiz.step} revealed: ${quiz.outcome.answered} answered. Ask again at the next paused step.`;
+    line.textContent = fill(gettext("Step %(step)s revealed: %(answered)s answered. Ask again at the next paused step."),
+      { step: quiz.step, answered: quiz.outcome.answered });
   }
   const drawn = JSON.stringify(quiz ?? null);
   if (drawn === shown) return;

@@ -2,6 +2,7 @@
 // (docs/protocol.md, "Workshop mode"). Everything from the server is drawn with textContent.
 
 import { bindQuiz, quizOpen, renderQuiz } from "./host-quiz.js";
+import { decimal, fill, gettext, grouped, ngettext } from "./lib/i18n.js";
 
 const $ = (sel) => document.querySelector(sel);
 const INT_FIELDS = new Set(["top_k", "max_new_tokens", "seed", "max_sessions"]);
@@ -23,7 +24,7 @@ function hostUrl(loc = window.location) {
 
 function send(msg) {
   if (socket?.readyState === WebSocket.OPEN) socket.send(JSON.stringify(msg));
-  else setConnection("Not connected: the command was not sent.", "error");
+  else setConnection(gettext("Not connected: the command was not sent."), "error");
 }
 
 function setConnection(text, kind = "info") {
@@ -33,9 +34,9 @@ function setConnection(text, kind = "info") {
 }
 
 function connect() {
-  setConnection("Connecting…");
+  setConnection(gettext("Connecting…"));
   socket = new WebSocket(hostUrl());
-  socket.addEventListener("open", () => { attempt = 0; received = 0; setConnection("Connected.", "ok"); });
+  socket.addEventListener("open", () => { attempt = 0; received = 0; setConnection(gettext("Connected."), "ok"); });
   socket.addEventListener("message", (event) => {
     received += 1;
     if (received % ACK_EVERY === 0) send({ type: "ack", received });
@@ -44,9 +45,9 @@ function connect() {
     if (msg && typeof msg.type === "string") onMessage(msg);
   });
   socket.addEventListener("close", (event) => {
-    if (event.code === 4003) { setConnection("Not logged in as the host: reload the page and log in.", "error"); return; }
+    if (event.code === 4003) { setConnection(gettext("Not logged in as the host: reload the page and log in."), "error"); return; }
     const delay = Math.min(15000, 500 * 2 ** attempt++);
-    setConnection(`Disconnected; reconnecting in ${Math.ceil(delay / 1000)} s.`, "error");
+    setConnection(fill(gettext("Disconnected; reconnecting in %(seconds)s s."), { seconds: Math.ceil(delay / 1000) }), "error");
     setTimeout(connect, delay);
   });
 }
@@ -58,7 +59,7 @@ function bytes(n) {
   const units = ["B", "KiB", "MiB", "GiB", "TiB"];
   let i = 0;
   while (n >= 1024 && i < units.length - 1) { n /= 1024; i += 1; }
-  return `${n.toFixed(i ? 1 : 0)} ${units[i]}`;
+  return `${decimal(n, i ? 1 : 0)} ${units[i]}`;
 }
 
 function describe(obj) {
@@ -71,51 +72,72 @@ function stat(name, text) {
   if (node) node.textContent = text;
 }
 
+/** One inference worker (REDIS_URL mode): its model, device, load and memory. */
+function workerLine(w) {
+  const line = w.device.memory.kind === "cuda"
+    ? gettext("%(worker)s (%(model)s) on %(device)s: %(sessions)s sessions, %(active)s of %(limit)s generating, queue %(queue)s, "
+      + "%(waiting)s in line to start, %(memory)s on the GPU")
+    : gettext("%(worker)s (%(model)s) on %(device)s: %(sessions)s sessions, %(active)s of %(limit)s generating, queue %(queue)s, "
+      + "%(waiting)s in line to start, %(memory)s resident");
+  return fill(line, { worker: w.worker, model: w.model?.name ?? gettext("model loading"), device: w.device.name, sessions: w.sessions,
+    active: w.generations.active, limit: w.generations.limit, queue: Object.values(w.queue).reduce((a, b) => a + b, 0),
+    waiting: w.start_line ?? 0, memory: bytes(w.device.memory.used_bytes) });
+}
+
+/** The model's memory: how much, where (the GPU, else resident), reserved besides, out of the total. */
+function memoryLine(mem, workers) {
+  const where = mem.processes > 1 ? fill(ngettext("%(count)s worker", "%(count)s workers", mem.processes), { count: mem.processes })
+    : workers ? gettext("the worker") : gettext("this process");
+  const cuda = mem.kind === "cuda";
+  const line = mem.reserved_bytes != null
+    ? (cuda ? gettext("%(used)s allocated on the GPU by %(where)s, %(reserved)s reserved, of %(total)s")
+      : gettext("%(used)s resident in %(where)s, %(reserved)s reserved, of %(total)s"))
+    : (cuda ? gettext("%(used)s allocated on the GPU by %(where)s, of %(total)s") : gettext("%(used)s resident in %(where)s, of %(total)s"));
+  return fill(line, { used: bytes(mem.used_bytes), where, reserved: bytes(mem.reserved_bytes), total: bytes(mem.total_bytes) });
+}
+
 // ---- server messages ----------------------------------------------------------------------------
 
 function renderStats(s) {
-  const processes = s.visitors.processes > 1 ? ` over ${s.visitors.processes} Daphne processes` : "";
-  stat("connected", `${s.visitors.connected}${processes}`);
-  const projectors = s.visitors.projectors ? ` (and ${s.visitors.projectors === 1 ? "your projector view" : `${s.visitors.projectors} projector views`}, not counted)` : "";
-  stat("following", `${s.visitors.following}${projectors}`);
+  const v = s.visitors;
+  stat("connected", v.processes > 1 ? fill(gettext("%(count)s over %(processes)s Daphne processes"), { count: v.connected, processes: v.processes })
+    : `${v.connected}`);
+  const projectors = v.projectors === 1 ? gettext("%(count)s (and your projector view, not counted)")
+    : ngettext("%(count)s (and %(n)s projector view, not counted)", "%(count)s (and %(n)s projector views, not counted)", v.projectors);
+  stat("following", v.projectors ? fill(projectors, { count: v.following, n: v.projectors }) : `${v.following}`);
   stat("behind", String(s.visitors.behind ?? 0));
   stat("closed", String(s.visitors.closed ?? 0));
   stat("start-line", String(s.start_line ?? 0));
-  const cap = s.limits.max_sessions != null ? ` (workshop limit ${s.limits.max_sessions})` : "";
-  stat("generations", `${s.generations.active} of ${s.generations.limit}${cap}`);
+  const generating = { active: s.generations.active, limit: s.generations.limit, cap: s.limits.max_sessions };
+  stat("generations", fill(generating.cap != null ? gettext("%(active)s of %(limit)s (workshop limit %(cap)s)") : gettext("%(active)s of %(limit)s"), generating));
   stat("queue", Object.entries(s.queue).map(([device, n]) => `${device}: ${n}`).join(", ") || "0");
   const m = s.model;
-  stat("model", m.loaded ? `${m.name} (${m.family}, ${Number(m.parameters).toLocaleString()} parameters, ${m.dtype})`
-    : `${m.spec}: not loaded yet (it loads on the first run)`);
+  stat("model", m.loaded ? fill(ngettext("%(name)s (%(family)s, %(count)s parameter, %(dtype)s)", "%(name)s (%(family)s, %(count)s parameters, %(dtype)s)",
+    Number(m.parameters)), { name: m.name, family: m.family, count: grouped(Number(m.parameters)), dtype: m.dtype })
+    : fill(gettext("%(spec)s: not loaded yet (it loads on the first run)"), { spec: m.spec }));
   stat("device", s.device.name);
   if (s.workers) {  // REDIS_URL mode: the model runs on inference workers
-    stat("workers", s.workers.map((w) => `${w.worker} (${w.model?.name ?? "model loading"}) on ${w.device.name}: ${w.sessions} sessions, `
-      + `${w.generations.active} of ${w.generations.limit} generating, queue `
-      + `${Object.values(w.queue).reduce((a, b) => a + b, 0)}, ${w.start_line ?? 0} in line to start, `
-      + `${bytes(w.device.memory.used_bytes)} ${w.device.memory.kind === "cuda" ? "on the GPU" : "resident"}`).join("; ")
-      || "none answering yet: loading the model, or restarting");
+    stat("workers", s.workers.map(workerLine).join("; ") || gettext("none answering yet: loading the model, or restarting"));
     const warning = $("#workers-warning");
     const silent = s.workers_silent || [];
     const back = [...wasSilent].filter((w) => !silent.includes(w) && s.workers.some((x) => x.worker === w));
     wasSilent = new Set(silent);
-    if (back.length) cameBack = `${back.join(", ")} came back by itself: students press Play again.`;
+    if (back.length) cameBack = fill(gettext("%(workers)s came back by itself: students press Play again."), { workers: back.join(", ") });
     if (silent.length) cameBack = "";
     warning.hidden = !silent.length && !cameBack;
-    warning.textContent = silent.length ? `Not answering: ${silent.join(", ")}. Under make workshop it restarts by `
+    warning.textContent = silent.length ? fill(gettext("Not answering: %(workers)s. Under make workshop it restarts by "
       + "itself within seconds, and its students are told to press Play again (elsewhere, start it with `manage.py "
-      + `runworker ${silent[0]}\`).` : cameBack;
+      + "runworker %(worker)s`)."), { workers: silent.join(", "), worker: silent[0] }) : cameBack;
   }
   const mem = s.device.memory;
-  const where = mem.processes > 1 ? `${mem.processes} workers` : s.workers ? "the worker" : "this process";
-  const what = mem.kind === "cuda" ? `allocated on the GPU by ${where}` : `resident in ${where}`;
-  const reserved = mem.reserved_bytes != null ? `, ${bytes(mem.reserved_bytes)} reserved` : "";
-  stat("memory", `${bytes(mem.used_bytes)} ${what}${reserved}, of ${bytes(mem.total_bytes)}`);
+  stat("memory", memoryLine(mem, Boolean(s.workers)));
   const meter = $("#memory-meter");
   meter.max = mem.total_bytes || 1;
   meter.value = mem.used_bytes || 0;
-  $("#pins-now").textContent = describe(s.pins) || "nothing";
+  $("#pins-now").textContent = describe(s.pins) || gettext("nothing");
   const limits = describe({ max_new_tokens: s.limits.max_new_tokens, max_sessions: s.limits.max_sessions });
-  $("#limits-now").textContent = `${limits || "the server's"}; own runs ${s.limits.own_runs_allowed ? "allowed" : "off"}`;
+  $("#limits-now").textContent = fill(s.limits.own_runs_allowed ? gettext("%(limits)s; own runs allowed") : gettext("%(limits)s; own runs off"),
+    { limits: limits || gettext("the server's") });
   renderOverrides(s.pins, s.limits);
   broadcast = s.broadcast || {};
   quiz = s.quiz ?? null;
@@ -135,11 +157,11 @@ function renderOverrides(pins, limits) {
   }
   const cap = limits.max_new_tokens;
   if (cap != null && !Object.hasOwn(pins, "max_new_tokens") && number(form.elements.max_new_tokens) > cap) {
-    notes.push(`max_new_tokens ${form.elements.max_new_tokens.value} → ${cap} (limit)`);
+    notes.push(fill(gettext("max_new_tokens %(value)s → %(cap)s (limit)"), { value: form.elements.max_new_tokens.value, cap }));
   }
   const node = $("#broadcast-overrides");
   node.hidden = !notes.length;
-  node.textContent = notes.length ? `Pinned, so the broadcast will run with: ${notes.join(", ")}.` : "";
+  node.textContent = notes.length ? fill(gettext("Pinned, so the broadcast will run with: %(changes)s."), { changes: notes.join(", ") }) : "";
 }
 
 // The run verbs each broadcast state accepts (docs/protocol.md, "Run states"); the others are disabled.
@@ -162,9 +184,10 @@ function renderBroadcast() {
   $("#btn-look").disabled = !b.id;
   $("#look-step").max = String(b.step ?? 0);
   if (b.step !== lookOffered) { lookOffered = b.step; $("#look-step").value = String(b.step ?? 0); } // a new step: offer it
-  if (!b.id) { node.textContent = "No broadcast yet."; return; }
-  const why = b.state === "finished" && b.stop_reason ? ` (${b.stop_reason.replaceAll("_", " ")})` : "";
-  node.textContent = `Broadcast ${b.id}: ${b.state}${why}, step ${b.step ?? 0}.`;
+  if (!b.id) { node.textContent = gettext("No broadcast yet."); return; }
+  const said = { id: b.id, state: b.state, reason: b.stop_reason?.replaceAll("_", " "), step: b.step ?? 0 };
+  node.textContent = fill(b.state === "finished" && b.stop_reason ? gettext("Broadcast %(id)s: %(state)s (%(reason)s), step %(step)s.")
+    : gettext("Broadcast %(id)s: %(state)s, step %(step)s."), said);
   node.dataset.state = b.state;
 }
 
@@ -195,8 +218,9 @@ function onMessage(msg) {
     case "step": reply += msg.text_delta; showReply(); broadcast.step = msg.step; renderBroadcast(); break;
     case "status": if (broadcast.id) { broadcast.state = msg.state; renderBroadcast(); } break;
     case "done": reply = msg.text; showReply(); broadcast.stop_reason = msg.stop_reason; renderBroadcast(); break;
-    case "busy": setConnection(`Server busy: ${msg.reason}`, "busy"); break;
-    case "error": setConnection(`Error ${msg.code}: ${msg.message}${msg.field ? ` (${msg.field})` : ""}`, "error"); break;
+    case "busy": setConnection(fill(gettext("Server busy: %(reason)s"), { reason: msg.reason }), "busy"); break;
+    case "error": setConnection(fill(gettext("Error %(code)s: %(message)s"), { code: String(msg.code), message: String(msg.message) })
+      + (msg.field ? ` (${msg.field})` : ""), "error"); break;
     default: break;
   }
 }
@@ -217,7 +241,7 @@ function bindBroadcast() {
     messages.push({ role: "user", content: form.elements.prompt.value });
     const params = {};
     for (const input of form.querySelectorAll("input[type=number]")) params[input.name] = number(input);
-    setConnection("Connected.", "ok");
+    setConnection(gettext("Connected."), "ok");
     send({ type: "broadcast", messages, params, paused: form.elements.paused.checked });
   });
   for (const button of form.querySelectorAll("[data-verb]")) {
@@ -255,7 +279,7 @@ function bindLimits() {
 
 function bindReset() {
   $("#btn-reset").addEventListener("click", () => {
-    if (window.confirm("End the broadcast and clear the pins and limits?")) { formsFilled = false; send({ type: "reset" }); }
+    if (window.confirm(gettext("End the broadcast and clear the pins and limits?"))) { formsFilled = false; send({ type: "reset" }); }
   });
 }
 

@@ -1,4 +1,6 @@
 // While the server loads its model (the first start converts SmolLM2's GGUF), show how far it got.
+import { fill, gettext } from "./lib/i18n.js";
+
 const POLL_MS = 1000;
 
 async function poll(box) {
@@ -13,9 +15,9 @@ async function poll(box) {
       await new Promise((resolve) => setTimeout(resolve, POLL_MS * 3));
       continue;
     }
-    if (state.error) { text.textContent = `The model could not be loaded: ${state.error}`; return; }
+    if (state.error) { text.textContent = fill(gettext("The model could not be loaded: %(error)s"), { error: state.error }); return; }
     if (!state.loading) {
-      text.textContent = `Loaded${state.name ? `: ${state.name}` : ""}. Press Play.`;
+      text.textContent = state.name ? fill(gettext("Loaded: %(name)s. Press Play."), { name: state.name }) : gettext("Loaded. Press Play.");
       bar.value = 1;
       box.dataset.loaded = "true";
       return;

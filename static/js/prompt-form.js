@@ -1,7 +1,9 @@
 // The article's prompt box: chat messages (role + text) and the sampling parameters, read into a `start`.
 import { el } from "./lib/base-element.js";
+import { fill, gettext, gettext_noop } from "./lib/i18n.js";
 
-const ROLES = ["system", "user", "assistant"];
+// Each role (the protocol's value) and its label in the list (the reader's words).
+const ROLES = { system: gettext_noop("system"), user: gettext_noop("user"), assistant: gettext_noop("assistant") };
 const INT_PARAMS = new Set(["top_k", "max_new_tokens", "seed"]);
 
 /** Append one message row; `onChange` runs when it is removed. */
@@ -9,12 +11,12 @@ export function addMessage(role = "user", content = "", onChange = () => {}) {
   const list = document.querySelector("#messages");
   const n = list.children.length + 1;
   const item = el("li", { class: "message" });
-  const select = el("select", { name: "role", "aria-label": `Role of message ${n}` });
-  for (const r of ROLES) select.append(el("option", { value: r }, r));
+  const select = el("select", { name: "role", "aria-label": fill(gettext("Role of message %(n)s"), { n }) });
+  for (const [r, label] of Object.entries(ROLES)) select.append(el("option", { value: r }, gettext(label)));
   select.value = role;
-  const text = el("textarea", { name: "content", rows: "2", "aria-label": `Text of message ${n}` });
+  const text = el("textarea", { name: "content", rows: "2", "aria-label": fill(gettext("Text of message %(n)s"), { n }) });
   text.value = content;
-  const remove = el("button", { type: "button", class: "remove", title: "Remove this message" }, "Remove");
+  const remove = el("button", { type: "button", class: "remove", title: gettext("Remove this message") }, gettext("Remove"));
   remove.addEventListener("click", () => { item.remove(); onChange(); });
   item.append(select, text, remove);
   list.append(item);

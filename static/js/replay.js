@@ -3,6 +3,7 @@
 // step every diagram shows); `ExamplePicker` lists the example runs shipped with the article.
 import { PartAssembler } from "./client.js";
 import { RunView } from "./run-view.js";
+import { fill, gettext, pageLanguage } from "./lib/i18n.js";
 
 /** A recording's payloads, foldable into the RunView of any position 0 … steps. */
 export class Replay {
@@ -46,8 +47,9 @@ export async function fetchJson(url) {
 /**
  * The examples shipped with the article (static/examples/index.json, written by `manage.py record_examples`):
  * a note naming the model and a <select> inside `bar`. `onPick(recording, byVisitor, whole)` draws one and returns
- * whether it did; a later pick wins over a slower earlier one. The first paint draws the first example's
- * `first_paint` file (no per-step attention rows); its whole file replaces it (`whole` true) at the first scroll.
+ * whether it did; a later pick wins over a slower earlier one. The first paint draws the page's language's example
+ * (index.json's `lang`, else the first) from its `first_paint` file (no per-step attention rows); its whole file
+ * replaces it (`whole` true) at the first scroll.
  */
 export class ExamplePicker {
   constructor(bar, indexUrl, onPick) {
@@ -67,11 +69,17 @@ export class ExamplePicker {
     this.select.replaceChildren(...this.entries.map((entry) => {
       const option = document.createElement("option");
       option.value = entry.id;
-      option.textContent = `${entry.title}: “${entry.prompt}”`;
+      option.textContent = fill(gettext("%(title)s: “%(prompt)s”"), { title: entry.titles?.[pageLanguage] ?? entry.title, prompt: entry.prompt });
       return option;
     }));
     this.bar.hidden = !this.entries.length; // the list is there to pick from, whatever is drawn
-    if (this.entries.length) await this.pick(this.entries[0].id, false);
+    if (this.entries.length) await this.pick(this.first().id, false);
+  }
+
+  /** The example a page paints first: the article's prompt in the page's language (issue 28), else the first. */
+  first() {
+    const base = (code) => String(code).toLowerCase().split("-")[0];
+    return this.entries.find((e) => e.lang && base(e.lang) === base(pageLanguage)) ?? this.entries[0];
   }
 
   async pick(id, byVisitor) {
@@ -88,7 +96,7 @@ export class ExamplePicker {
     }
     this.select.value = id;
     const model = recording.payloads[0]?.model?.name || recording.model_spec;
-    this.note.textContent = `This is a recorded example run of ${model}; press Play to run it live.`;
+    this.note.textContent = fill(gettext("This is a recorded example run of %(model)s; press Play to run it live."), { model });
     this.bar.dataset.example = id;
     this.bar.hidden = false;
     delete this.bar.dataset.whole;
@@ -105,14 +113,15 @@ export class ExamplePicker {
     if (this.onPick(whole, false, true)) this.bar.dataset.whole = entry.id;
   }
 
-  /** A live run (`whose`: "Your live run", or a follower's "The host's run") replaced the example; a pick still
-   * in flight must not bring it back. The picker stays. */
-  live(whose = "Your live run") {
+  /** A live run (the visitor's own, or `hosts`: the workshop host's run a follower sees) replaced the example; a
+   * pick still in flight must not bring it back. The picker stays. */
+  live(hosts = false) {
     this.ticket += 1;
     delete this.bar.dataset.example;
     delete this.bar.dataset.whole;
     this.select.selectedIndex = -1; // so that picking any example, the last one too, is a change
-    this.note.textContent = `${whose} is drawn below; pick an example to look at a recorded run instead.`;
+    this.note.textContent = hosts ? gettext("The host's run is drawn below; pick an example to look at a recorded run instead.")
+      : gettext("Your live run is drawn below; pick an example to look at a recorded run instead.");
   }
 }
 

@@ -2,7 +2,7 @@
 // Not the server's state machine of a run (explainer/services/run/control.py), which the `status` message
 // reports as `run_state`. Every diagram receives the same RunView through its `data` property.
 
-import { plural } from "./lib/plural.js";
+import { fill, gettext, grouped, ngettext } from "./lib/i18n.js";
 
 export class RunView {
   constructor() {
@@ -62,9 +62,11 @@ export class RunView {
 /** The prefill's own words, with the server's progress once it has said how long the prompt is. */
 export function prefillText(status) {
   const total = status?.prompt_tokens;
-  if (!Number.isInteger(total)) return "Reading your prompt (prefill)…";
+  if (!Number.isInteger(total)) return gettext("Reading your prompt (prefill)…");
   const done = status.prefilled_tokens;
-  return done > 0 ? `Reading your prompt (prefill)… ${done} of ${plural(total, "token")}` : `Reading your prompt (prefill)… ${plural(total, "token")}`;
+  const values = { done, n: grouped(total) };
+  return done > 0 ? fill(ngettext("Reading your prompt (prefill)… %(done)s of %(n)s token", "Reading your prompt (prefill)… %(done)s of %(n)s tokens", total), values)
+    : fill(ngettext("Reading your prompt (prefill)… %(n)s token", "Reading your prompt (prefill)… %(n)s tokens", total), values);
 }
 
 export function detailKey({ what, step, layer, head, position }) {

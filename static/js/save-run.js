@@ -1,4 +1,5 @@
 // "Save run": post the messages this page received for the current run to /api/runs, show the permalink.
+import { fill, gettext } from "./lib/i18n.js";
 
 // `detail`: what the visitor asked for (every layer's lens of a step, a full attention matrix), so a replay has it too.
 const RECORDED = new Set(["session", "prefill", "step", "done", "check", "detail"]);
@@ -33,7 +34,7 @@ export class RunRecorder {
       await this.savedRun();
     } catch (err) {
       this.link.removeAttribute("href");
-      this.link.textContent = `Not saved: ${err.message}`;
+      this.link.textContent = fill(gettext("Not saved: %(reason)s"), { reason: err.message });
     }
     this.link.hidden = false;
   }
@@ -42,7 +43,7 @@ export class RunRecorder {
   async savedRun() {
     if (this.saved) return this.saved;
     const session = this.payloads[0];
-    if (!session || !this.request) throw new Error("there is no finished run of this page to save");
+    if (!session || !this.request) throw new Error(gettext("there is no finished run of this page to save"));
     const body = { ...this.request, seed: session.params.seed, model_spec: session.model.spec, payloads: this.payloads };
     const response = await fetch("/api/runs", { method: "POST", body: JSON.stringify(body), credentials: "same-origin",
       headers: { "Content-Type": "application/json", "X-CSRFToken": csrfToken() } });
@@ -50,7 +51,7 @@ export class RunRecorder {
     if (!response.ok) throw new Error(answer.error?.message || `HTTP ${response.status}`);
     this.saved = { id: answer.id, url: answer.url };
     this.link.href = answer.url;
-    this.link.textContent = `Saved: ${location.origin}${answer.url}`;
+    this.link.textContent = fill(gettext("Saved: %(url)s"), { url: `${location.origin}${answer.url}` });
     this.link.hidden = false;
     return this.saved;
   }

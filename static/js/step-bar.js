@@ -2,6 +2,7 @@
 // first, previous, play/pause, next, last, a range over steps 0 … N and a "step k of N" readout. It moves
 // `pageStep` (lib/base-element.js), which every diagram follows; the URL keeps it as #step=k.
 import { pageStep } from "./lib/base-element.js";
+import { fill, gettext } from "./lib/i18n.js";
 
 const PLAY_INTERVAL_MS = 400;
 const KEYS = { ArrowLeft: "prev", ArrowRight: "next", Home: "first", End: "last" };
@@ -117,7 +118,7 @@ export class StepBar {
     const k = this.position;
     this.range.max = String(n);
     this.range.value = String(k);
-    this.readout.textContent = `step ${k} of ${n}`;
+    this.readout.textContent = fill(gettext("step %(step)s of %(count)s"), { step: k, count: n });
     this.root.dataset.position = String(k);
     this.root.dataset.steps = String(n);
     this.root.dataset.following = String(this.following);
@@ -125,8 +126,8 @@ export class StepBar {
     this.buttons.next.disabled = this.buttons.last.disabled = k >= n;
     const playing = this.timer != null;
     this.buttons.play.textContent = playing ? "❚❚" : "▶"; // glyphs every system font has (⏸ is often missing)
-    this.buttons.play.setAttribute("aria-label", playing ? "Pause" : "Play the steps");
-    this.buttons.play.title = playing ? "Pause" : "Play the steps, one every 0.4 s";
+    this.buttons.play.setAttribute("aria-label", playing ? gettext("Pause") : gettext("Play the steps"));
+    this.buttons.play.title = playing ? gettext("Pause") : gettext("Play the steps, one every 0.4 s");
     this.buttons.play.setAttribute("aria-pressed", String(playing));
     this.buttons.play.disabled = n === 0;
     // A button disabled under the focus (⏭ at the end) would drop it: keep the keys on the bar.

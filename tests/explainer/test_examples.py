@@ -26,10 +26,25 @@ def shipped(entry: dict) -> dict:
 def test_index_lists_every_example_with_the_default_prompt_first():
     assert [e["id"] for e in INDEX] == [e["id"] for e in EXAMPLES]
     assert len(INDEX) >= 3
-    assert INDEX[0]["prompt"] == "The mole on my face may need a biopsy. Explain this simply."
-    for n, entry in enumerate(INDEX):
-        assert set(entry) == {"id", "title", "prompt", "file", "slices"} | ({"first_paint"} if n == 0 else set())
+    assert INDEX[0]["prompt"] == "The mole on my face may need a biopsy. Explain this simply." and INDEX[0]["lang"] == "en"
+    for entry in INDEX:
+        assert set(entry) == {"id", "title", "titles", "prompt", "file", "slices"} | ({"first_paint", "lang"} if "lang" in entry else set())
         assert (FOLDER / entry["file"]).is_file()
+
+
+def test_each_language_of_the_site_has_its_own_first_example_in_that_language():
+    """Issue 28: a page in French paints the article's prompt in French first (the sentence the prompt box offers),
+    and every example's title is given in each of the site's languages."""
+    from django.conf import settings
+    from inference.languages import SENTENCES
+    by_lang = {e["lang"]: e for e in INDEX if "lang" in e}
+    assert sorted(by_lang) == sorted(code for code, _ in settings.LANGUAGES)
+    sentence = {line.lang: line.text for line in SENTENCES}
+    for code, entry in by_lang.items():
+        assert entry["prompt"] == sentence[code.split("-")[0]] == shipped(entry)["messages"][-1]["content"]
+    for entry in INDEX:
+        assert sorted(entry["titles"]) == sorted(by_lang) and entry["titles"]["en"] == entry["title"]
+        assert all(title != entry["title"] for code, title in entry["titles"].items() if code != "en"), entry["titles"]
 
 
 @pytest.mark.parametrize("entry", INDEX, ids=[e["id"] for e in INDEX])
@@ -49,15 +64,20 @@ def test_each_sections_slice_file_is_the_apis_slice_of_the_example(entry):
         assert len(gzip.compress((FOLDER / name).read_bytes())) < len((FOLDER / f"{entry['file']}.gz").read_bytes()) / 5
 
 
-def test_the_first_paint_file_is_the_first_example_less_each_steps_attention_rows():
-    whole, light = shipped(INDEX[0]), json.loads((FOLDER / INDEX[0]["first_paint"]).read_bytes())
-    assert len(gzip.compress((FOLDER / INDEX[0]["first_paint"]).read_bytes())) <= FIRST_PAINT_WIRE_BYTES
+@pytest.mark.parametrize("entry", [e for e in INDEX if "first_paint" in e], ids=lambda e: e["id"])
+def test_a_first_paint_file_is_its_example_less_each_steps_attention_rows_and_early_lenses(entry):
+    """The first paint keeps the lens of the last step only: the step the page draws first."""
+    whole, light = shipped(entry), json.loads((FOLDER / entry["first_paint"]).read_bytes())
+    assert len(gzip.compress((FOLDER / entry["first_paint"]).read_bytes())) <= FIRST_PAINT_WIRE_BYTES
     assert len(light["payloads"]) == len(whole["payloads"])
-    for a, b in zip(whole["payloads"], light["payloads"]):
+    last = max(i for i, p in enumerate(whole["payloads"]) if p["type"] == "step")
+    for i, (a, b) in enumerate(zip(whole["payloads"], light["payloads"])):
         if a["type"] != "step":
             assert a == b
             continue
-        assert {k: v for k, v in a.items() if k != "attention"} == {k: v for k, v in b.items() if k != "attention"}
+        kept = {"attention"} if i == last else {"attention", "lens"}
+        assert ("lens" in b) == (i == last) and b.get("lens", a["lens"]) == a["lens"]
+        assert {k: v for k, v in a.items() if k not in kept} == {k: v for k, v in b.items() if k not in kept}
         assert b["attention"] == {k: v for k, v in a["attention"].items() if k not in HEAVY_STEP_ATTENTION}
         assert set(b["attention"]) == {"mode", "keys"}
 

@@ -2,6 +2,7 @@
 <html lang> says it, the header links every language (keeping the page's own query), the JavaScript catalog carries
 the words static/js builds, every marked string has a translation in each language, and the committed .mo files are
 what the .po files compile to. The model's text is never translated."""
+import json
 import re
 from html.parser import HTMLParser
 import shutil
@@ -61,8 +62,11 @@ def test_the_offered_prompt_is_model_input_in_the_pages_language():
 
 
 def po_entries(po):
+    """(msgid, msgstr) of each entry, quoted as in the file; a plural entry gives one pair per msgstr[n]."""
     text = po.read_text(encoding="utf-8")
-    return re.findall(r'\nmsgid ((?:"[^\n]*"\n)+)msgstr ((?:"[^\n]*"\n?)+)', text)
+    single = re.findall(r'\nmsgid ((?:"[^\n]*"\n)+)msgstr ((?:"[^\n]*"\n?)+)', text)
+    plural = re.findall(r'\nmsgid ((?:"[^\n]*"\n)+)msgid_plural (?:"[^\n]*"\n)+((?:msgstr\[\d+\] (?:"[^\n]*"\n?)+)+)', text)
+    return single + [(one, form) for one, forms in plural for form in re.findall(r'msgstr\[\d+\] ((?:"[^\n]*"\n?)+)', forms)]
 
 
 @pytest.mark.parametrize("lang", ["fr", "es", "zh_Hans"])
@@ -82,21 +86,25 @@ def test_the_committed_catalogs_are_what_the_po_files_compile_to(tmp_path):
         assert out.read_bytes() == po.with_suffix(".mo").read_bytes(), f"{po}: run manage.py compilemessages"
 
 
+LITERAL = r'"(?:[^"\\\n]|\\.)*"'  # one double-quoted JS string literal
+
+
 def test_every_string_the_source_marks_is_in_the_catalogs():
     """makemessages found them: a string marked in a template or in static/js and missing from the .po is a miss."""
     marked_js = set()
     for path in (ROOT / "static" / "js").rglob("*.js"):
-        marked_js |= set(re.findall(r'gettext\("((?:[^"\\]|\\.)*)"\)', path.read_text()))
+        for literals in re.findall(rf'gettext(?:_noop)?\(\s*({LITERAL}(?:\s*\+\s*{LITERAL})*)', path.read_text()):
+            marked_js.add("".join(json.loads(part) for part in re.findall(LITERAL, literals)))  # "a " + "b" is one msgid
     ids = {eval(m.replace('"\n"', "")) for m, _ in po_entries(LOCALE / "fr" / "LC_MESSAGES" / "djangojs.po")}  # noqa: S307
     assert marked_js <= ids, marked_js - ids
 
 
 class VisibleText(HTMLParser):
     """The text a reader sees (text nodes and aria-label, title, placeholder), less code and model data: the
-    visitor's words (.run-word), the model's description table and its card's values (the model package's words)."""
+    visitor's words (.run-word) and the model's description table (its config's own field names and values)."""
 
     SKIP_TAGS = {"script", "style", "code", "option", "title"}
-    SKIP_CLASSES = ("run-word", "model-description", "model-notice")
+    SKIP_CLASSES = ("run-word", "model-description")
     VOID = {"meta", "link", "input", "br", "img", "source", "wbr", "hr"}
 
     def __init__(self):
@@ -132,7 +140,7 @@ def visible(html: str) -> list[str]:
 # Words that are the same in a translation: technical names, the product's, each language's own name in the switcher,
 # and French words spelled as in English.
 SAME_EVERYWHERE = {"Hit Enter", "top-k", "Top-k", "top-p", "min-p", "softmax", "logit", "residual", "English", "Français",
-                   "Español", "简体中文", "Pause", "Licence", "CSV", "JSON", "Prompt"}
+                   "Español", "简体中文", "Pause", "Licence", "CSV", "JSON", "Prompt", "iframe"}
 
 
 @pytest.mark.django_db
@@ -159,3 +167,56 @@ def test_no_english_sentence_is_left_on_the_host_pages(client, settings, lang):
         theirs += visible(page(client, f"{path}?lang={lang}"))
     left = [text for text in theirs if text in english and re.search(r"[A-Za-z]{3,}", text) and text not in SAME_EVERYWHERE]
     assert not left, f"untranslated in {lang}: {sorted(set(left))}"
+
+
+@pytest.mark.parametrize("lang", ["fr", "es", "zh-hans"])
+def test_the_model_cards_words_are_translated_and_its_name_is_not(lang):
+    """Every shipped model's notice (inference/shipped.py, English) is marked in explainer/model_words.py and shown
+    translated: each field but the name and the SPDX licence id differs from the English."""
+    from django.utils import translation
+    from explainer.model_words import NOTICE_WORDS, translated
+    from inference.shipped import NOTICES
+    for notice in NOTICES.values():
+        english = notice.to_dict()
+        assert {v for k, v in english.items() if k not in ("name", "licence")} <= set(NOTICE_WORDS), notice.name
+        with translation.override(lang):
+            theirs = translated(english)
+        assert theirs["name"] == english["name"]
+        changed = {k for k in english if theirs[k] != english[k]}
+        assert changed >= {"size", "origin", "weights", "expect"}, (lang, notice.name, theirs)
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("lang", ["fr", "es", "zh-hans"])
+def test_no_english_sentence_is_left_on_the_embed_pages(client, lang):
+    """The embed gallery, one section's iframe page, a saved page of a recording that is not there and a replay of
+    one (the 404 page), in each language; the iframes and their article links keep the language."""
+    paths = ("/embed/", "/embed/dice/?example=biopsy", "/embed/dice/static/?run=nosuchrun", "/runs/nosuchrun")
+    english, theirs = set(), []
+    for path in paths:
+        join = "&" if "?" in path else "?"
+        english |= set(visible(client.get(f"{path}{join}lang=en").content.decode()))
+        html = client.get(f"{path}{join}lang={lang}").content.decode()
+        theirs += visible(html)
+        if path == "/embed/":
+            assert f"/embed/dice/?example=biopsy&amp;lang={lang}" in html or f"/embed/dice/?lang={lang}" in html
+        if path == "/embed/dice/?example=biopsy":
+            assert f'href="/?lang={lang}#dice"' in html and f'<html lang="{lang}"' in html
+    left = [text for text in theirs if text in english and re.search(r"[A-Za-z]{3,}", text) and text not in SAME_EVERYWHERE]
+    assert not left, f"untranslated in {lang}: {sorted(set(left))}"
+
+
+def test_a_diagram_on_another_site_can_load_its_languages_words(client):
+    """`lang=` on an element of an author's page: the JSON catalog, readable cross-origin."""
+    response = client.get("/jsi18n.json?lang=fr")
+    assert response.status_code == 200
+    assert response.json()["catalog"]["Restart"] == "Recommencer"
+
+
+def test_the_kv_calculators_sources_are_marked_for_translation():
+    """The server sends each shipped config's `_source` in English (inference/kv_configs/); he-kvcalc shows it
+    through gettext, so every one must be among its marked SOURCES (and so in the catalogs)."""
+    js = (ROOT / "static" / "js" / "elements" / "he-kvcalc.js").read_text()
+    marked = {json.loads(m) for m in re.findall(rf'gettext_noop\(({LITERAL})\)', js)}
+    for path in (ROOT / "inference" / "kv_configs").glob("*.json"):
+        assert json.loads(path.read_text())["_source"] in marked, path.name

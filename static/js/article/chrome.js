@@ -4,8 +4,7 @@ import { $, page, runPhase, state } from "./page.js";
 import { renderButtons } from "./controls.js";
 import { guess, guessing } from "./guess.js";
 import { prefillText } from "../run-view.js";
-import { plural } from "../lib/plural.js";
-import { fill, gettext } from "../lib/i18n.js";
+import { decimal, fill, gettext, grouped, language, ngettext } from "../lib/i18n.js";
 
 function connectionText() {
   const { connection } = page;
@@ -22,21 +21,22 @@ function bannerText() {
   const { banner } = page;
   if (banner?.kind === "busy") {
     const left = Math.max(0, Math.ceil((banner.until - Date.now()) / 1000));
-    return { kind: "busy", text: left > 0 ? `Server busy: ${banner.reason}, retry in ${left} s` : `Server busy: ${banner.reason}. Press play to retry.` };
+    return { kind: "busy", text: left > 0 ? fill(gettext("Server busy: %(reason)s, retry in %(seconds)s s"), { reason: banner.reason, seconds: left })
+      : fill(gettext("Server busy: %(reason)s. Press play to retry."), { reason: banner.reason }) };
   }
   if (banner) return banner;
   const offline = connectionText();
   if (offline) return offline;
   const st = state.status?.state;
   const n = state.steps.length;
-  if (st === "loading") return { kind: "info", text: state.status.message || "Loading the model…" }; // the server's words
+  if (st === "loading") return { kind: "info", text: state.status.message || gettext("Loading the model…") }; // the server's words
   const phase = runPhase();
-  if (phase === "queued") return { kind: "info", text: state.status.message }; // "You are 3rd in line; about 10 s", as it moves
+  if (phase === "queued") return { kind: "info", text: queuedText(state.status) }; // "You are 3rd in line; about 10 s", as it moves
   if (phase === "prefilling") return { kind: "info", text: prefillText(state.status) }; // from Enter on, over an example too
   if (phase === "stopping") return { kind: "info", text: stoppingText(n) };
   if (page.mode === "example") return { kind: "info", text: gettext("Showing a recorded example. Press play to run the model on your prompt.") };
-  if (phase === "held") return { kind: "info", text: `Waiting for this page to catch up (ack) after step ${n}.` };
-  if (phase === "running") return { kind: "info", text: n && state.prefill ? `Generating… step ${n}` : firstTokenText() };
+  if (phase === "held") return { kind: "info", text: fill(gettext("Waiting for this page to catch up (ack) after step %(step)s."), { step: n }) };
+  if (phase === "running") return { kind: "info", text: n && state.prefill ? generatingText(n) : firstTokenText() };
   if (phase === "paused" && guessing() && !state.done) {
     return { kind: "info", text: guess.question ? fill(gettext("Step %(step)s is computed: pick your guess below to see it."), { step: n + 1 })
       : fill(gettext("Paused after step %(step)s: press Next token for the next guess."), { step: n }) };
@@ -44,24 +44,48 @@ function bannerText() {
   if (phase === "paused") return { kind: "info", text: n ? fill(gettext("Paused after step %(step)s."), { step: n }) : gettext("Paused after the prefill. Press step.") };
   if (state.done) {
     const t = state.done.timing || {};
-    const rate = t.tokens_per_s != null ? `, ${t.tokens_per_s.toFixed(1)} tokens/s` : "";
-    return { kind: "ok", text: `Finished (${state.done.stop_reason}) after ${plural(state.done.steps, "step")}${rate}.` };
+    const steps = state.done.steps;
+    const text = t.tokens_per_s != null
+      ? ngettext("Finished (%(reason)s) after %(n)s step, %(rate)s tokens/s.", "Finished (%(reason)s) after %(n)s steps, %(rate)s tokens/s.", steps)
+      : ngettext("Finished (%(reason)s) after %(n)s step.", "Finished (%(reason)s) after %(n)s steps.", steps);
+    return { kind: "ok", text: fill(text, { reason: state.done.stop_reason, n: grouped(steps), rate: decimal(t.tokens_per_s, 1) }) };
   }
-  if (st === "finished" && state.prefill) return { kind: "ok", text: `Finished after ${plural(n, "step")}.` };
-  if (state.prefill) return { kind: "info", text: n ? `Generating… step ${n}` : firstTokenText() };
+  if (st === "finished" && state.prefill) return { kind: "ok", text: fill(ngettext("Finished after %(n)s step.", "Finished after %(n)s steps.", n), { n: grouped(n) }) };
+  if (state.prefill) return { kind: "info", text: n ? generatingText(n) : firstTokenText() };
   if (state.status?.message) return { kind: "info", text: state.status.message };
   return { kind: "info", text: gettext("Ready. Press play to run the model on your prompt.") };
 }
 
 function stoppingText(n) {
-  if (n) return `Stopping after step ${n}…`;
-  return state.status?.state === "queued" ? "Leaving the line…" : "Stopping the prefill after the chunk it is reading…";
+  if (n) return fill(gettext("Stopping after step %(step)s…"), { step: n });
+  return state.status?.state === "queued" ? gettext("Leaving the line…") : gettext("Stopping the prefill after the chunk it is reading…");
 }
+
+/** The place in line the server sent (`position`, `eta_s`), in the page's words; the server's own line without them. */
+function queuedText(status) {
+  if (!Number.isInteger(status.position)) return status.message;
+  const place = ordinal(status.position);
+  return status.eta_s != null
+    ? fill(gettext("Every generation slot is taken. You are %(place)s in line; about %(seconds)s s. Stop leaves the line."), { place, seconds: status.eta_s })
+    : fill(gettext("Every generation slot is taken. You are %(place)s in line. Stop leaves the line."), { place });
+}
+
+// An ordinal the way the page's language writes it: 1st, 2nd, 3rd; 1er, 2e; 1.º; 第 1 (the translation says 位).
+const SUFFIXES = { en: { one: "st", two: "nd", few: "rd", other: "th" }, fr: { one: "er", other: "e" }, es: { other: ".º" } };
+function ordinal(n) {
+  const lang = language().toLowerCase().split("-")[0];
+  const suffixes = SUFFIXES[lang];
+  if (!suffixes) return String(n);
+  return `${n}${suffixes[new Intl.PluralRules(lang, { type: "ordinal" }).select(n)] ?? suffixes.other}`;
+}
+
+const generatingText = (n) => fill(gettext("Generating… step %(step)s"), { step: n });
 
 /** Between the prefill's payload and step 1: the causal-mask check runs, then the first token is drawn. */
 function firstTokenText() {
   const tokens = state.prefill?.tokens?.length;
-  return tokens ? `Prefill done (${plural(tokens, "token")}); the first token comes next…` : "Reading your prompt (prefill)…";
+  return tokens ? fill(ngettext("Prefill done (%(n)s token); the first token comes next…", "Prefill done (%(n)s tokens); the first token comes next…", tokens), { n: grouped(tokens) })
+    : gettext("Reading your prompt (prefill)…");
 }
 
 /** Draw everything around the diagrams from the state as it is now (main.js runs it on every change). */
@@ -84,10 +108,10 @@ export function renderChrome() {
 function renderSeed(seed) {
   const known = Number.isInteger(seed);
   const out = $("#run-seed");
-  if (out) out.textContent = known ? `this run: seed ${seed}` : "";
+  if (out) out.textContent = known ? fill(gettext("this run: seed %(seed)s"), { seed }) : "";
   const line = $("#reply-seed");
   if (line) {
     line.hidden = !known;
-    line.textContent = known ? `seed ${seed}: type it in the seed box to draw this reply again` : "";
+    line.textContent = known ? fill(gettext("seed %(seed)s: type it in the seed box to draw this reply again"), { seed }) : "";
   }
 }

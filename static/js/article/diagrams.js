@@ -5,6 +5,7 @@ import { SECTIONS } from "../embed-driver.js";
 import { addTableAlternative } from "../lib/table-alt.js";
 import { addExportBar } from "../export-bar.js";
 import { $, page, state } from "./page.js";
+import { gettext } from "../lib/i18n.js";
 
 // he-languages: the article's own (a table of the served tokenizer's counts, not a step of the run: no embed).
 const ELEMENTS = [...SECTIONS.map((section) => `he-${section}`), "he-pipeline", "he-languages"];
@@ -40,8 +41,8 @@ export function loadElements() {
 async function embedSource() {
   if (page.mode === "recording") return { run: document.querySelector("[data-run-id]").dataset.runId };
   if (page.mode === "example" && $("#example-bar")?.dataset.example) return { example: $("#example-bar").dataset.example };
-  if (page.mode !== "live" || !page.recorder) throw new Error("nothing has run yet");
-  if (!state.done) throw new Error("the run is still going: copy the embed code once it has finished");
+  if (page.mode !== "live" || !page.recorder) throw new Error(gettext("nothing has run yet"));
+  if (!state.done) throw new Error(gettext("the run is still going: copy the embed code once it has finished"));
   return { run: (await page.recorder.savedRun()).id };
 }
 

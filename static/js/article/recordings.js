@@ -6,7 +6,7 @@ import { fillPromptForm } from "../prompt-form.js";
 import { $, LIVE, changed, client, page, runPhase, state, workshop } from "./page.js";
 import { start, stopRun } from "./controls.js";
 import { feedDiagrams } from "./diagrams.js";
-import { plural } from "../lib/plural.js";
+import { fill, gettext, grouped, ngettext } from "../lib/i18n.js";
 import { recordingShown, recordingWhole } from "./guess.js";
 
 /** The step bar, made once; scrubbing is a change to the chrome (the diagrams follow the page step themselves). */
@@ -61,7 +61,7 @@ export function goLive() {
   const bar = ensureStepBar();
   bar.reset();
   bar.show();
-  page.examples?.live(workshop.following ? "The host's run" : "Your live run");
+  page.examples?.live(workshop.following);
 }
 
 /** The host moved the broadcast on (Step while paused, or Resume): the room follows its newest step again. */
@@ -114,7 +114,7 @@ export function jumpToHostStep() {
 }
 
 function loadFailed(err) {
-  page.banner = { kind: "error", at: Date.now(), text: `The recording could not be loaded: ${err.message}` };
+  page.banner = { kind: "error", at: Date.now(), text: fill(gettext("The recording could not be loaded: %(reason)s"), { reason: err.message }) };
 }
 
 export async function replayRecording(id) {
@@ -124,7 +124,10 @@ export async function replayRecording(id) {
     fillForm(body.messages || [], { ...(body.params || {}), seed: body.seed ?? body.params?.seed });
     const live = $("#run-live");
     if (live) { live.href = `/?run=${encodeURIComponent(id)}`; live.hidden = false; }
-    page.banner = { kind: "info", text: `A recorded run (${body.model_spec}, ${plural(state.steps.length, "step")}): no model is running. "Run this live" runs it on the server.` };
+    const n = state.steps.length;
+    const text = ngettext("A recorded run (%(model)s, %(n)s step): no model is running. \"Run this live\" runs it on the server.",
+      "A recorded run (%(model)s, %(n)s steps): no model is running. \"Run this live\" runs it on the server.", n);
+    page.banner = { kind: "info", text: fill(text, { model: body.model_spec, n: grouped(n) }) };
   } catch (err) {
     loadFailed(err);
   }

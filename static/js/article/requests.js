@@ -2,6 +2,7 @@
 // measurements; a recording, which has no live session, says what each needs instead.
 import { changed, client, page, replaying, state, workshop } from "./page.js";
 import { feedDiagrams } from "./diagrams.js";
+import { fill, gettext } from "../lib/i18n.js";
 
 /** Send a diagram's request; details need a live session, which an example does not have. */
 export function request(asked) {
@@ -10,12 +11,13 @@ export function request(asked) {
   if (msg.type === "fork" && !replaying()) { fork(msg); return; }
   if (!replaying() || (page.mode === "example" && msg.type === "measure")) { client.send(msg); return; }
   if (msg.type === "measure") {  // a permalink replays with no socket: settle the button with a refusal
-    state.apply({ type: "error", code: "no_server", field: null, message: "a recording replays without the server: measure on the live article" });
+    state.apply({ type: "error", code: "no_server", field: null, message: gettext("a recording replays without the server: measure on the live article") });
     feedDiagrams();
     return;
   }
-  const where = page.mode === "example" ? "press Play, then ask again" : "open the article and run it live";
-  page.banner = { kind: "info", at: Date.now(), text: `This needs a live run: ${where}.` };
+  const text = page.mode === "example" ? gettext("This needs a live run: press Play, then ask again.")
+    : gettext("This needs a live run: open the article and run it live.");
+  page.banner = { kind: "info", at: Date.now(), text };
   changed();
 }
 
@@ -25,7 +27,7 @@ function fork(msg) {
   page.original ??= { steps: state.steps.slice(), done: state.done };
   page.forkAsked = { step: msg.step, token_id: msg.token_id, continue: Boolean(msg.continue) };
   client.send({ type: "fork", step: msg.step, token_id: msg.token_id });
-  page.banner = { kind: "info", at: Date.now(), text: `Forking at step ${msg.step}: continuing with token ${msg.token_id}…` };
+  page.banner = { kind: "info", at: Date.now(), text: fill(gettext("Forking at step %(step)s: continuing with token %(token)s…"), { step: msg.step, token: msg.token_id }) };
   changed();
 }
 
@@ -36,7 +38,7 @@ export function backToOriginal() {
   state.done = page.original.done;
   state.version += 1;
   page.original = null;
-  page.banner = { kind: "info", at: Date.now(), text: "Back to the original run (before the fork)." };
+  page.banner = { kind: "info", at: Date.now(), text: gettext("Back to the original run (before the fork).") };
   feedDiagrams();
   page.stepBar?.render();
   changed();

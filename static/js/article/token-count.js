@@ -2,7 +2,7 @@
 // (answered by the server's tokenizer alone, docs/protocol.md), shown under the messages against the server's cap.
 import { readMessages } from "../prompt-form.js";
 import { $, client } from "./page.js";
-import { plural } from "../lib/plural.js";
+import { fill, gettext, grouped, ngettext } from "../lib/i18n.js";
 
 const WAIT_MS = 250; // after the last keystroke
 const WARN_AT = 0.9; // of the server's cap: the line turns to a warning
@@ -30,22 +30,31 @@ export function onCount(msg) {
   $("#token-count").setAttribute("aria-busy", "false");
 }
 
+/** "1 token", "384 tokens" (or "prompt tokens"); "– tokens" when the server did not say. */
+const tokens = (n) => fill(ngettext("%(n)s token", "%(n)s tokens", n ?? 0), { n: n == null ? "–" : grouped(n) });
+const promptTokens = (n) => fill(ngettext("%(n)s prompt token", "%(n)s prompt tokens", n ?? 0), { n: n == null ? "–" : grouped(n) });
+
+/** The prompt's count, with the tokens the template added when it added any. */
+function counted(msg) {
+  if (!msg.template_tokens) return tokens(msg.tokens);
+  return fill(gettext("%(tokens)s (%(added)s added by the template)"), { tokens: tokens(msg.tokens), added: grouped(msg.template_tokens) });
+}
+
 function showCount(msg) {
   const line = $("#token-count");
   if (!line) return;
   if (!msg) { line.textContent = ""; line.dataset.kind = ""; return; }
-  if (msg.error) { line.dataset.kind = "error"; line.textContent = `The prompt cannot be counted: ${msg.error.message}`; return; }
-  const n = (x) => x.toLocaleString("en");
-  const added = msg.template_tokens ? ` (${n(msg.template_tokens)} added by the template)` : "";
+  if (msg.error) { line.dataset.kind = "error"; line.textContent = fill(gettext("The prompt cannot be counted: %(reason)s"), { reason: msg.error.message }); return; }
   if (msg.tokens > msg.limit) {
     line.dataset.kind = "error";
-    line.textContent = `${plural(msg.tokens, "token")}${added}: past this server's cap of ${plural(msg.limit, "prompt token")} by ${n(msg.tokens - msg.limit)}. `
-      + `Shorten the messages. The cap is the server's, to keep every visitor's wait short; the model's own context window is ${plural(msg.context_window, "token")}.`;
+    line.textContent = `${fill(gettext("%(tokens)s: past this server's cap of %(cap)s by %(over)s."), { tokens: counted(msg), cap: promptTokens(msg.limit), over: grouped(msg.tokens - msg.limit) })} `
+      + fill(gettext("Shorten the messages. The cap is the server's, to keep every visitor's wait short; the model's own context window is %(window)s."), { window: tokens(msg.context_window) });
     return;
   }
   line.dataset.kind = msg.tokens >= WARN_AT * msg.limit ? "warn" : "ok";
-  const near = line.dataset.kind === "warn" ? `: ${n(msg.limit - msg.tokens)} left before the cap` : "";
-  line.textContent = `${plural(msg.tokens, "token")}${added} of the server's ${n(msg.limit)}${near}`;
+  const values = { tokens: counted(msg), cap: grouped(msg.limit), left: grouped(msg.limit - msg.tokens) };
+  line.textContent = line.dataset.kind === "warn" ? fill(gettext("%(tokens)s of the server's %(cap)s: %(left)s left before the cap"), values)
+    : fill(gettext("%(tokens)s of the server's %(cap)s"), values);
 }
 
 /** Count on every edit of the messages (text, role, a message added or removed) and whenever the socket opens. */

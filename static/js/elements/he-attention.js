@@ -8,8 +8,11 @@ import { detailKey, requestFromServer } from "../run-view.js";
 import { matrix, scroller, positionTexts, heatLegend } from "../lib/grid.js";
 import { resolveIndex } from "../lib/choose.js";
 import { FULL_TOKENS, decode, defaultHead, prefillMatrix } from "../lib/attention-view.js";
+import { fill, gettext, gettext_noop } from "../lib/i18n.js";
 
 const q = (t) => JSON.stringify(t?.text ?? "");
+/** A step's forward pass (step.forward), named in the reader's language where it is shown. */
+const PASS = { prefill: gettext_noop("prefill"), decode: gettext_noop("decode") };
 
 function select(label, onChange) {
   const s = el("select", { "aria-label": label });
@@ -18,7 +21,8 @@ function select(label, onChange) {
 }
 function setOptions(sel, n, name, value) {
   const first = name === "layer" ? 1 : 0; // layers are numbered 1 … N everywhere on the page (L1 = the first block)
-  if (sel.options.length !== n) sel.replaceChildren(...Array.from({ length: n }, (_, i) => el("option", { value: i }, `${name} ${i + first}`)));
+  const text = name === "layer" ? gettext("layer %(n)s") : gettext("head %(n)s");
+  if (sel.options.length !== n) sel.replaceChildren(...Array.from({ length: n }, (_, i) => el("option", { value: i }, fill(text, { n: i + first }))));
   sel.value = String(Math.min(value, n - 1));
 }
 
@@ -53,37 +57,37 @@ class HeAttention extends SteppedElement {
     // (not in an embed's replay, which has no session to ask: its button stays for the visitor to press).
     const fetchShort = () => this.data?.forkable !== false && this.data?.prefill?.tokens?.length <= FULL_TOKENS;
     const chosen = () => { redraw(); if (fetchShort() && !ui.full.hidden) ui.full.click(); };
-    ui.layer = select("Layer", () => { this.#layer = Number(ui.layer.value); chosen(); });
-    ui.head = select("Head", () => { this.#head = Number(ui.head.value); chosen(); });
-    ui.full = el("button", { type: "button", class: "secondary" }, "Full matrix");
+    ui.layer = select(gettext("Layer"), () => { this.#layer = Number(ui.layer.value); chosen(); });
+    ui.head = select(gettext("Head"), () => { this.#head = Number(ui.head.value); chosen(); });
+    ui.full = el("button", { type: "button", class: "secondary" }, gettext("Full matrix"));
     ui.full.addEventListener("click", () => {
       if (ui.full.disabled) return;
       requestFromServer(this, { type: "detail", what: "attention", step: 0, layer: this.#layer, head: this.#head });
       ui.full.disabled = true;
-      ui.full.textContent = "Requested…";
+      ui.full.textContent = gettext("Requested…");
     });
     ui.stepLabel = el("output", { class: "he-step-label" });
     ui.prefill = el("div", { class: "he-part" });
     ui.steps = el("div", { class: "he-part" });
     const controls = el("div", { class: "he-controls" });
     const wrap = (text, ctl) => { const l = el("label", {}, text); l.append(ctl); return l; };
-    controls.append(wrap("Layer ", ui.layer), wrap("Head ", ui.head), ui.full);
+    controls.append(wrap(`${gettext("Layer")} `, ui.layer), wrap(`${gettext("Head")} `, ui.head), ui.full);
     const stepControls = el("div", { class: "he-controls" });
     stepControls.append(ui.stepLabel);
-    ui.root = [el("h3", { class: "he-subhead" }, "The prompt, read all at once"), controls, ui.prefill,
-      el("h3", { class: "he-subhead" }, "Each new token looks back over the cache"), stepControls, ui.steps];
+    ui.root = [el("h3", { class: "he-subhead" }, gettext("The prompt, read all at once")), controls, ui.prefill,
+      el("h3", { class: "he-subhead" }, gettext("Each new token looks back over the cache")), stepControls, ui.steps];
     this.#ui = ui;
     return ui;
   }
 
   render(state) {
     const pre = state.prefill;
-    if (!pre?.attention) { this.#ui = null; this.root.replaceChildren(el("p", { class: "he-empty" }, "Press play: attention weights appear here.")); return; }
+    if (!pre?.attention) { this.#ui = null; this.root.replaceChildren(el("p", { class: "he-empty" }, gettext("Press play: attention weights appear here."))); return; }
     if (pre.attention.layers === 0) {  // a model without attention (Mamba, RWKV): say what it does instead
-      const note = state.model?.absent_stages?.attention || "this model has no attention layers";
+      const note = state.model?.absent_stages?.attention || gettext("this model has no attention layers");
       this.#ui = null;
       this.dataset.layers = "0";
-      this.root.replaceChildren(el("p", { class: "he-empty he-absent" }, `No attention to draw: ${note}.`));
+      this.root.replaceChildren(el("p", { class: "he-empty he-absent" }, fill(gettext("No attention to draw: %(note)s."), { note })));
       return;
     }
     const ui = this.#skeleton();
@@ -110,21 +114,26 @@ class HeAttention extends SteppedElement {
     const detail = state.details?.[detailKey({ what: "attention", step: 0, layer: L, head: H })];
     const m = prefillMatrix(A, tokens, detail, L, H, showPiece);
     ui.full.hidden = !m.blocks;
-    if (!ui.full.hidden && ui.full.dataset.key !== `${L}:${H}`) { ui.full.dataset.key = `${L}:${H}`; ui.full.disabled = false; ui.full.textContent = "Full matrix"; }
+    if (!ui.full.hidden && ui.full.dataset.key !== `${L}:${H}`) { ui.full.dataset.key = `${L}:${H}`; ui.full.disabled = false; ui.full.textContent = gettext("Full matrix"); }
     const n = m.labels.length;
     let max = 0;
     for (let r = 0; r < n; r++) for (let c = 0; c < n; c++) if (!m.masked(r, c)) max = Math.max(max, m.weight(r, c) || 0);
     const grid = matrix({
-      label: `Attention weights, layer ${L + 1} head ${H}`, corner: "query ↓ key →", rows: m.labels, cols: m.labels,
-      rowTitle: (r) => `query ${m.title(r)}`, colTitle: (c) => `key ${m.title(c)}`,
+      label: fill(gettext("Attention weights, layer %(layer)s head %(head)s"), { layer: L + 1, head: H }), corner: gettext("query ↓ key →"),
+      rows: m.labels, cols: m.labels,
+      rowTitle: (r) => fill(gettext("query %(query)s"), { query: m.title(r) }), colTitle: (c) => fill(gettext("key %(key)s"), { key: m.title(c) }),
       cell: (r, c) => {
         // Masked: no weight at all (a later position), drawn apart from a weight of 0 (elements.css .masked).
-        if (m.masked(r, c)) return { cls: "masked", title: `query ${m.title(r)} → key ${m.title(c)}: masked (later position${m.blocks ? "s" : ""})` };
+        if (m.masked(r, c)) {
+          const masked = m.blocks ? gettext("query %(query)s → key %(key)s: masked (later positions)") : gettext("query %(query)s → key %(key)s: masked (later position)");
+          return { cls: "masked", title: fill(masked, { query: m.title(r), key: m.title(c) }) };
+        }
         const w = m.weight(r, c);
-        return { background: heat(max ? w / max : 0), title: `layer ${L + 1} head ${H}: query ${m.title(r)} → key ${m.title(c)}: weight ${fmt(w, 4)}` };
+        return { background: heat(max ? w / max : 0), title: fill(gettext("layer %(layer)s head %(head)s: query %(query)s → key %(key)s: weight %(weight)s"),
+          { layer: L + 1, head: H, query: m.title(r), key: m.title(c), weight: fmt(w, 4) }) };
       },
     });
-    ui.prefill.replaceChildren(heatLegend(heat, max, "attention weight"), scroller(grid), caption(this.#prefillCaption(A, tokens.length, m, max)));
+    ui.prefill.replaceChildren(heatLegend(heat, max, gettext("attention weight")), scroller(grid), caption(this.#prefillCaption(A, tokens.length, m, max)));
     ui.prefill.dataset.view = m.source;  // sent | default | detail | blocks: where the drawn weights came from
   }
 
@@ -134,68 +143,89 @@ class HeAttention extends SteppedElement {
     const last = m.labels.map((_, c) => (m.masked(m.labels.length - 1, c) ? 0 : m.weight(m.labels.length - 1, c)));
     const best = last.indexOf(Math.max(...last));
     const why = d && d.layer === L && d.head === H
-      ? `Layer ${L + 1}, head ${H} is shown first: ${d.rule} (of all ${A.layers * A.heads} heads, its queries give ` +
-        `the first ${d.rule.includes("block") ? "block" : "token"} the least weight, ${fmt(d.first_token_weight, 3)} on average). `
+      ? fill(d.rule.includes("block")
+        ? gettext("Layer %(layer)s, head %(head)s is shown first: %(rule)s (of all %(heads)s heads, its queries give the first block the least weight, %(weight)s on average).")
+        : gettext("Layer %(layer)s, head %(head)s is shown first: %(rule)s (of all %(heads)s heads, its queries give the first token the least weight, %(weight)s on average)."),
+      { layer: L + 1, head: H, rule: gettext(d.rule), heads: A.layers * A.heads, weight: fmt(d.first_token_weight, 3) })
       : "";
-    return `Measured on this run: layer ${L + 1}, head ${H} over the ${P}-token prompt (${m.note}). ${why}` +
-      `The last ${m.blocks ? "block" : "position"} puts its largest weight, ${fmt(last[best], 3)}, on ${m.blocks ? "" : "key "}${m.title(best)}. ` +
-      `Colour scaled to the largest weight here, ${fmt(max, 3)}; hatched cells are masked (no weight: later positions); hover a cell for its weight.`;
+    const lastLine = m.blocks ? gettext("The last block puts its largest weight, %(weight)s, on %(key)s.")
+      : gettext("The last position puts its largest weight, %(weight)s, on key %(key)s.");
+    return [
+      fill(gettext("Measured on this run: layer %(layer)s, head %(head)s over the %(count)s-token prompt (%(note)s)."), { layer: L + 1, head: H, count: P, note: m.note }),
+      why,
+      fill(lastLine, { weight: fmt(last[best], 3), key: m.title(best) }),
+      fill(gettext("Colour scaled to the largest weight here, %(max)s; hatched cells are masked (no weight: later positions); hover a cell for its weight."), { max: fmt(max, 3) }),
+    ].filter(Boolean).join(" ");
   }
 
   #drawStep(state, ui) {
     const n = state.steps.length;
-    if (!n) { ui.stepLabel.value = "no steps yet"; ui.steps.replaceChildren(el("p", { class: "he-empty" }, "No token generated yet.")); return; }
+    if (!n) { ui.stepLabel.value = gettext("no steps yet"); ui.steps.replaceChildren(el("p", { class: "he-empty" }, gettext("No token generated yet."))); return; }
     const k = this.step(n);
-    if (!k) { ui.stepLabel.value = `the prefill (step 0 of ${n})`; ui.steps.replaceChildren(el("p", { class: "he-empty" }, "The page's step is the prefill: move the step bar to a generated token.")); return; }
+    if (!k) {
+      ui.stepLabel.value = fill(gettext("the prefill (step 0 of %(count)s)"), { count: n });
+      ui.steps.replaceChildren(el("p", { class: "he-empty" }, gettext("The page's step is the prefill: move the step bar to a generated token.")));
+      return;
+    }
     const step = state.steps[k - 1];
-    ui.stepLabel.value = `step ${k} of ${n}`;
+    ui.stepLabel.value = fill(gettext("step %(step)s of %(count)s"), { step: k, count: n });
     const A = step.attention, K = A.keys;
     if (!A.mean) { // the first paint's light example file: the whole file, with these rows, comes at the first scroll
-      ui.steps.replaceChildren(el("p", { class: "he-empty" }, `At step ${k} the new query read ${K} cached keys in each layer; their weights are loading.`));
+      ui.steps.replaceChildren(el("p", { class: "he-empty" },
+        fill(gettext("At step %(step)s the new query read %(keys)s cached keys in each layer; their weights are loading."), { step: k, keys: K })));
       return;
     }
     const mean = decode(A.mean);
     const L = Math.min(this.#layer, mean.shape[0] - 1);
     const texts = positionTexts(state);
-    const key = (c) => `position ${c} ${q(texts[c])}${texts[c] && texts[c].source !== "prompt" ? ` (from ${texts[c].source})` : ""}`;
-    const query = `${q(step.input)} at position ${step.input.position}`;
+    const P = texts.length - state.steps.length;  // positionTexts: the prompt's tokens, then one per step
+    const key = (c) => (texts[c] && texts[c].source !== "prompt"
+      ? fill(gettext("position %(position)s %(text)s (from step %(step)s)"), { position: c, text: q(texts[c]), step: state.steps[c - P]?.step })
+      : fill(gettext("position %(position)s %(text)s"), { position: c, text: q(texts[c]) }));
+    const query = fill(gettext("%(text)s at position %(position)s"), { text: q(step.input), position: step.input.position });
     const heads = A.mode === "heads" ? decode(A.heads) : null;
     const H = heads ? heads.shape[1] : 0;
-    const rowNames = [...Array.from({ length: H }, (_, h) => `head ${h}`), "mean"];
+    const rowNames = [...Array.from({ length: H }, (_, h) => fill(gettext("head %(n)s"), { n: h })), gettext("mean")];
     const value = (r, c) => (r < H ? at(heads, L, r, c) : at(mean, L, c));
     let max = 0;
     for (let r = 0; r < rowNames.length; r++) for (let c = 0; c < K; c++) max = Math.max(max, value(r, c) || 0);
     const grid = matrix({
-      label: `Step ${k} attention, layer ${L + 1}`, corner: `layer ${L + 1}`, rows: rowNames,
+      label: fill(gettext("Step %(step)s attention, layer %(layer)s"), { step: k, layer: L + 1 }), corner: fill(gettext("layer %(n)s"), { n: L + 1 }), rows: rowNames,
       cols: Array.from({ length: K }, (_, c) => showPiece(texts[c]?.text ?? `#${c}`)),
-      colTitle: (c) => `key ${key(c)}`,
+      colTitle: (c) => fill(gettext("key %(key)s"), { key: key(c) }),
       cell: (r, c) => ({
         cls: r === H ? "mean-row" : "",
         background: heat(max ? value(r, c) / max : 0),
-        title: `step ${k}, layer ${L + 1}, ${rowNames[r]}: query ${query} → key ${key(c)}: weight ${fmt(value(r, c), 4)}`,
+        title: fill(gettext("step %(step)s, layer %(layer)s, %(row)s: query %(query)s → key %(key)s: weight %(weight)s"),
+          { step: k, layer: L + 1, row: rowNames[r], query, key: key(c), weight: fmt(value(r, c), 4) }),
       }),
     });
-    const parts = [heatLegend(heat, max, "attention weight"), scroller(grid)];
+    const parts = [heatLegend(heat, max, gettext("attention weight")), scroller(grid)];
     if (!heads) parts.push(this.#topList(A, L, texts));
     const meanRow = Array.from({ length: K }, (_, c) => at(mean, L, c));
     const sum = meanRow.reduce((a, b) => a + b, 0);
     const best = meanRow.indexOf(Math.max(...meanRow));
-    parts.push(caption(
-      `Measured on this run: at step ${k} the query for ${query} (a ${step.forward} pass) reads ${K} cached keys in layer ${L + 1}` +
-      `${heads ? ` across ${H} heads` : " (mean over heads; per-head strongest keys listed)"}. ` +
-      `Averaged over heads its largest weight is ${fmt(meanRow[best], 3)} on ${key(best)}; the averaged row sums to ${fmt(sum, 3)}. Hover a cell for its weight.`,
-    ));
+    const reads = heads
+      ? gettext("Measured on this run: at step %(step)s the query for %(query)s (a %(forward)s pass) reads %(keys)s cached keys in layer %(layer)s across %(heads)s heads.")
+      : gettext("Measured on this run: at step %(step)s the query for %(query)s (a %(forward)s pass) reads %(keys)s cached keys in layer %(layer)s (mean over heads; per-head strongest keys listed).");
+    const forward = PASS[step.forward] ? gettext(PASS[step.forward]) : step.forward;
+    parts.push(caption([
+      fill(reads, { step: k, query, forward, keys: K, layer: L + 1, heads: H }),
+      fill(gettext("Averaged over heads its largest weight is %(weight)s on %(key)s; the averaged row sums to %(sum)s."), { weight: fmt(meanRow[best], 3), key: key(best), sum: fmt(sum, 3) }),
+      gettext("Hover a cell for its weight."),
+    ].join(" ")));
     ui.steps.replaceChildren(...parts);
   }
 
   #topList(A, L, texts) {
-    const list = el("ol", { class: "he-toplist", start: 0, "aria-label": "Strongest keys per head" });
+    const list = el("ol", { class: "he-toplist", start: 0, "aria-label": gettext("Strongest keys per head") });
     (A.top_keys?.[L] || []).forEach((keys, h) => {
       const item = el("li", {});
-      item.append(el("span", { class: "head" }, `head ${h}: `));
+      item.append(el("span", { class: "head" }, `${fill(gettext("head %(n)s:"), { n: h })} `));
       keys.forEach((c, i) => {
         const w = A.top_weights?.[L]?.[h]?.[i];
-        item.append(el("span", { class: "he-chip small", title: `head ${h} → position ${c} ${q(texts[c])}: weight ${fmt(w, 4)}` },
+        const title = fill(gettext("head %(head)s → position %(position)s %(text)s: weight %(weight)s"), { head: h, position: c, text: q(texts[c]), weight: fmt(w, 4) });
+        item.append(el("span", { class: "he-chip small", title },
           `${showPiece(texts[c]?.text ?? `#${c}`)} ${fmt(w, 2)}`));
       });
       list.append(item);

@@ -4,12 +4,12 @@ import { SteppedElement, define, el, caption, showPiece, heat, ink, fmt } from "
 import { unpack, row } from "../lib/packed.js";
 import { readout, hover } from "../lib/widgets.js";
 import { roving } from "../lib/pointer.js";
-import { plural } from "../lib/plural.js";
+import { fill, gettext, grouped, ngettext } from "../lib/i18n.js";
 
 class HeEmbeddings extends SteppedElement {
   render(state) {
     const pre = state.prefill;
-    if (!pre?.embeddings) { this.root.replaceChildren(el("p", { class: "he-empty" }, "Press play: the looked-up rows appear here.")); return; }
+    if (!pre?.embeddings) { this.root.replaceChildren(el("p", { class: "he-empty" }, gettext("Press play: the looked-up rows appear here."))); return; }
     this.dataset.rows = String(pre.embeddings.norms.shape[0]);
     this.dataset.tableShape = pre.embeddings.shape.join("x");
     const emb = pre.embeddings;
@@ -24,29 +24,31 @@ class HeEmbeddings extends SteppedElement {
     for (const v of norms.data) if (Number.isFinite(v)) maxNorm = Math.max(maxNorm, v);
 
     const head = el("p", { class: "he-head" });
-    head.append("The table: ", el("strong", {}, `${vocab.toLocaleString("en-US")} × ${hidden.toLocaleString("en-US")}`),
-      ` (vocabulary × hidden size, ${(vocab * hidden).toLocaleString("en-US")} numbers). Each token reads one row; shown: the first ${dims} of its ${plural(hidden, "number")}.`);
+    const [before, after] = fill(ngettext("The table: %(shape)s (vocabulary × hidden size, %(count)s numbers). Each token reads one row; shown: the first %(dims)s of its %(n)s number.",
+      "The table: %(shape)s (vocabulary × hidden size, %(count)s numbers). Each token reads one row; shown: the first %(dims)s of its %(n)s numbers.", hidden),
+    { count: grouped(vocab * hidden), dims, n: grouped(hidden), shape: "%(shape)s" }).split("%(shape)s");
+    head.append(before, el("strong", {}, `${grouped(vocab)} × ${grouped(hidden)}`), after ?? "");
 
-    const table = el("div", { class: "he-rows", role: "table", "aria-label": "Embedding rows" });
+    const table = el("div", { class: "he-rows", role: "table", "aria-label": gettext("Embedding rows") });
     const header = el("div", { class: "he-row he-row-head", role: "row" });
-    header.append(el("span", { class: "label", role: "columnheader" }, "token"),
-      el("span", { class: "strip-label", role: "columnheader" }, `dims 0–${dims - 1}`),
-      el("span", { class: "norm", role: "columnheader" }, "norm (full row)"));
+    header.append(el("span", { class: "label", role: "columnheader" }, gettext("token")),
+      el("span", { class: "strip-label", role: "columnheader" }, fill(gettext("dims 0–%(last)s"), { last: dims - 1 })),
+      el("span", { class: "norm", role: "columnheader" }, gettext("norm (full row)")));
     table.append(header);
-    const line = readout("Hover, tap or focus a cell (arrow keys move) for its value.");
+    const line = readout(gettext("Hover, tap or focus a cell (arrow keys move) for its value."));
     for (let t = 0; t < rows; t++) {
       const tok = tokens[t] || { id: "?", text: "" };
       const tr = el("div", { class: "he-row", role: "row" });
-      tr.append(el("span", { class: "label", role: "rowheader", title: `position ${t}, id ${tok.id}` }, showPiece(tok.text)));
+      tr.append(el("span", { class: "label", role: "rowheader", title: fill(gettext("position %(position)s, id %(id)s"), { position: t, id: tok.id }) }, showPiece(tok.text)));
       const strip = el("span", { class: "he-strip", role: "cell", style: `--n:${dims}` });
       const values = row(slice, t);
       values.forEach((v, d) => {
         const cell = el("span", { class: "he-cell", style: `background:${heat(maxAbs ? v / maxAbs : 0, true)}` });
-        strip.append(hover(cell, `${JSON.stringify(tok.text)} (id ${tok.id}), row ${tok.id} dim ${d}: ${fmt(v, 4)}`, line, false));
+        strip.append(hover(cell, fill(gettext("%(text)s (id %(id)s), row %(id)s dim %(dim)s: %(value)s"), { text: JSON.stringify(tok.text), id: tok.id, dim: d, value: fmt(v, 4) }), line, false));
       });
       tr.append(strip);
       const n = norms.data[t];
-      const norm = hover(el("span", { class: "norm", role: "cell" }), `L2 norm of row ${tok.id} (all ${hidden} dims): ${fmt(n, 4)}`, line, false);
+      const norm = hover(el("span", { class: "norm", role: "cell" }), fill(gettext("L2 norm of row %(id)s (all %(dims)s dims): %(value)s"), { id: tok.id, dims: hidden, value: fmt(n, 4) }), line, false);
       norm.append(el("span", { class: "bar", style: `width:${maxNorm ? (100 * n) / maxNorm : 0}%` }), el("span", { class: "value" }, fmt(n, 2)));
       tr.append(norm);
       table.append(tr);
@@ -61,12 +63,14 @@ class HeEmbeddings extends SteppedElement {
 
     const ids = new Set(tokens.map((t) => t.id));
     const scaled = emb.scale != null && emb.scale !== 1
-      ? ` Before layer 0 every row is multiplied by ${fmt(emb.scale, 3)}.` : "";
-    this.root.replaceChildren(head, legend, table, line, caption(
-      `Measured on this run: ${plural(rows, "row")} read from a ${vocab} × ${hidden} table (${ids.size} distinct ids). ` +
-      `Norms range ${fmt(Math.min(...norms.data), 3)}–${fmt(maxNorm, 3)}; colours scaled to the largest |value| shown, ${fmt(maxAbs, 3)}.` +
-      scaled + " Hover or focus a cell for its value.",
-    ));
+      ? fill(gettext("Before layer 0 every row is multiplied by %(scale)s."), { scale: fmt(emb.scale, 3) }) : "";
+    this.root.replaceChildren(head, legend, table, line, caption([
+      fill(ngettext("Measured on this run: %(n)s row read from a %(vocab)s × %(hidden)s table (%(ids)s distinct ids).",
+        "Measured on this run: %(n)s rows read from a %(vocab)s × %(hidden)s table (%(ids)s distinct ids).", rows), { n: grouped(rows), vocab, hidden, ids: ids.size }),
+      fill(gettext("Norms range %(low)s–%(high)s; colours scaled to the largest |value| shown, %(max)s."),
+        { low: fmt(Math.min(...norms.data), 3), high: fmt(maxNorm, 3), max: fmt(maxAbs, 3) }),
+      scaled, gettext("Hover or focus a cell for its value."),
+    ].filter(Boolean).join(" ")));
   }
 }
 

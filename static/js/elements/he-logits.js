@@ -2,8 +2,10 @@
 import { SteppedElement, define, el, caption, showPiece, fmt } from "../lib/base-element.js";
 import { mount, readout, hover, chip, pct, int, forkRow } from "../lib/widgets.js";
 import { roving } from "../lib/pointer.js";
-import { plural } from "../lib/plural.js";
+import { fill, gettext, gettext_noop, grouped, ngettext } from "../lib/i18n.js";
 
+/** A step's forward pass (step.forward), named in the reader's language where it is shown. */
+const PASS = { prefill: gettext_noop("prefill"), decode: gettext_noop("decode") };
 
 class HeLogits extends SteppedElement {
   render(rs) {
@@ -11,7 +13,7 @@ class HeLogits extends SteppedElement {
     const n = this.step(rs.steps.length);
     const step = n ? rs.steps[n - 1] : null;
     const logits = step ? step.logits : rs.prefill?.logits;
-    if (!logits) { delete this.dataset.topId; delete this.dataset.vocabSize; body.replaceChildren(caption("Waiting for the run: no logits yet.")); return; }
+    if (!logits) { delete this.dataset.topId; delete this.dataset.vocabSize; body.replaceChildren(caption(gettext("Waiting for the run: no logits yet."))); return; }
     const top = logits.top;
     this.dataset.topId = top.length ? String(top[0].id) : "";
     this.dataset.vocabSize = String(logits.vocab_size);
@@ -35,24 +37,31 @@ class HeLogits extends SteppedElement {
       if (lo < 0) track.append(el("div", { class: "he-zero", style: `left:${zero}%` }));
       row.append(chip(t.text, t.id), track,
         el("span", { class: "he-lval" }, `${fmt(t.logit, 2)} · ${pct(t.prob)}`));
-      hover(row, `#${i + 1} ${showPiece(t.text)} (id ${t.id}): raw logit ${t.logit}, softmax of raw logits ${pct(t.prob)}`
-        + (t.id === chosen ? " (the token this step chose)" : ""), line);
+      hover(row, fill(t.id === chosen
+        ? gettext("#%(rank)s %(token)s (id %(id)s): raw logit %(logit)s, softmax of raw logits %(p)s (the token this step chose)")
+        : gettext("#%(rank)s %(token)s (id %(id)s): raw logit %(logit)s, softmax of raw logits %(p)s"),
+      { rank: i + 1, token: showPiece(t.text), id: t.id, logit: String(t.logit), p: pct(t.prob) }), line);
       chart.append(row);
     });
     roving(chart.children); // one tab stop; arrow keys go from candidate to candidate
 
     const shownMass = top.reduce((a, t) => a + t.prob, 0);
-    const where = step ? `Step ${n} (${step.forward} forward pass, position ${step.input.position})` : "The prefill";
+    const where = step ? fill(gettext("Step %(step)s (%(forward)s forward pass, position %(position)s)"),
+      { step: n, forward: PASS[step.forward] ? gettext(PASS[step.forward]) : step.forward, position: step.input.position }) : gettext("The prefill");
     const legend = el("p", { class: "he-legend" });
-    legend.append(el("span", { class: "he-key he-key-logit" }), " raw logit  ",
-      el("span", { class: "he-key he-key-prob" }), " probability (softmax of the raw logits, before temperature and filters)");
+    legend.append(el("span", { class: "he-key he-key-logit" }), ` ${gettext("raw logit")}  `,
+      el("span", { class: "he-key he-key-prob" }), ` ${gettext("probability (softmax of the raw logits, before temperature and filters)")}`);
+    const vocab = logits.vocab_size;
     body.replaceChildren(
-      el("p", { class: "he-big" }, `one score for each of ${plural(logits.vocab_size, "token")}`),
+      el("p", { class: "he-big" }, fill(ngettext("one score for each of %(n)s token", "one score for each of %(n)s tokens", vocab),
+        { n: vocab == null ? "–" : grouped(vocab) })),
       legend, chart, line, ...(step ? [forkRow(this, step, top)] : []),
-      caption(`${where}: the LM head produced ${int(logits.vocab_size)} logits, one for each token of the vocabulary. `
-        + `The ${top.length} highest are shown, sorted by raw logit; together they hold ${pct(shownMass)} of the probability. `
-        + (top.some((t) => t.id === chosen) ? `Outlined: the token this step chose (id ${chosen}).`
-          : chosen != null ? `This step chose id ${chosen}, outside these ${top.length}.` : "")),
+      caption([
+        fill(gettext("%(where)s: the LM head produced %(count)s logits, one for each token of the vocabulary."), { where, count: int(vocab) }),
+        fill(gettext("The %(count)s highest are shown, sorted by raw logit; together they hold %(p)s of the probability."), { count: top.length, p: pct(shownMass) }),
+        top.some((t) => t.id === chosen) ? fill(gettext("Outlined: the token this step chose (id %(id)s)."), { id: chosen })
+          : chosen != null ? fill(gettext("This step chose id %(id)s, outside these %(count)s."), { id: chosen, count: top.length }) : "",
+      ].join(" ")),
     );
   }
 }

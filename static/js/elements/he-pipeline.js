@@ -3,37 +3,48 @@
 // figure from the run, and the stages the step has reached are lit.
 import { SteppedElement, define, el, showPiece, bytes } from "../lib/base-element.js";
 import { promptFigure } from "../lib/spans.js";
-import { plural } from "../lib/plural.js";
+import { decimal, fill, gettext, gettext_noop, grouped, ngettext } from "../lib/i18n.js";
 
-const fixed = (x, d) => (x == null || !Number.isFinite(x) ? "–" : x.toFixed(d));
+const fixed = (x, d) => (x == null || !Number.isFinite(x) ? "–" : decimal(x, d));
+/** A counted figure (ngettext's choice for `n`) with `n` filled in: "1 layer", "30 layers". */
+const counted = (text, n) => fill(text, { n: n == null || !Number.isFinite(Number(n)) ? "–" : grouped(n) });
+const chars = (n) => fill(gettext("%(n)s chars"), { n });
+const layers = (n) => counted(ngettext("%(n)s layer", "%(n)s layers", n), n);
 
-/** [section id, stage name, key figure of the run at step k (k = 0: the prefill), or null]. */
+/**
+ * [section id, stage name (English: the data-stage of its link; shown translated), key figure of the run at
+ * step k (k = 0: the prefill), or null]. The figures are worded when drawn, in the language drawn in.
+ */
 const STAGES = [
-  ["try", "messages", (rs) => rs.prefill?.template?.spans && promptFigure(rs.prefill.template.spans)],
-  ["template", "template", (rs) => rs.prefill?.template && `${rs.prefill.template.text.length} chars`],
-  ["tokens", "tokens", (rs) => rs.prefill?.tokens && `${plural(rs.prefill.tokens.length, "token")}`],
-  ["embeddings", "embeddings", (rs) => rs.prefill?.embeddings?.shape && `${plural(rs.prefill.embeddings.shape[1], "number")} each`],
-  ["positions", "positions", (rs) => rs.prefill?.positions?.scheme],
-  ["mask", "mask", (rs) => rs.prefill?.mask && `${rs.prefill.mask.size}×${rs.prefill.mask.size}`],
-  ["attention", "attention", (rs, s) => (s?.attention ? `${plural(s.attention.keys, "key")}` : rs.prefill?.attention && `${plural(rs.prefill.attention.layers, "layer")}`)],
-  ["layers", "layers", (rs) => rs.model?.layers != null && `${plural(rs.model.layers, "layer")}`],
-  ["logits", "logits", (rs, s) => topLogit(s ? s.logits : rs.prefill?.logits)],
-  ["stages", "stages", (rs, s) => s?.stages && `T = ${rs.session?.params?.temperature ?? "–"}`],
-  ["filter", "filter", (rs, s) => s?.stages?.length && `${s.stages[s.stages.length - 1].survivors} survive`],
-  ["dice", "dice", (rs, s) => s?.token && `p = ${fixed(s.token.prob, 2)}`],
-  ["sequence", "append", (rs, s) => s?.token && `“${showPiece(s.token.text)}”`],
-  ["kv", "KV cache", (rs, s) => s?.kv && `KV ${bytes(s.kv.bytes)}`],
-  ["stream", "stream", (rs, s, k) => s && `${rs.steps.slice(0, k).map((x) => x.text_delta).join("").length} chars`],
-  ["stop", "stop", (rs, s, k) => (k && k === rs.steps.length && (rs.done?.stop_reason || s?.stop_reason) ? `stop: ${rs.done?.stop_reason || s.stop_reason}` : s ? "continues" : null)],
-  ["context", "context", (rs, s) => s?.kv?.context_used != null && `${fixed(100 * s.kv.context_used, 1)}% used`],
-  ["myths", "checks", (rs) => checks(rs)],
-  ["timeline", "serving", (rs) => (Object.keys(rs.serving || {}).length ? `${Object.keys(rs.serving).length} measured` : "measure")],
+  ["try", gettext_noop("messages"), (rs) => rs.prefill?.template?.spans && promptFigure(rs.prefill.template.spans)],
+  ["template", gettext_noop("template"), (rs) => rs.prefill?.template && chars(rs.prefill.template.text.length)],
+  ["tokens", gettext_noop("tokens"), (rs) => rs.prefill?.tokens && counted(ngettext("%(n)s token", "%(n)s tokens", rs.prefill.tokens.length), rs.prefill.tokens.length)],
+  ["embeddings", gettext_noop("embeddings"), (rs) => rs.prefill?.embeddings?.shape
+    && counted(ngettext("%(n)s number each", "%(n)s numbers each", rs.prefill.embeddings.shape[1]), rs.prefill.embeddings.shape[1])],
+  ["positions", gettext_noop("positions"), (rs) => rs.prefill?.positions?.scheme],
+  ["mask", gettext_noop("mask"), (rs) => rs.prefill?.mask && `${rs.prefill.mask.size}×${rs.prefill.mask.size}`],
+  ["attention", gettext_noop("attention"), (rs, s) => (s?.attention ? counted(ngettext("%(n)s key", "%(n)s keys", s.attention.keys), s.attention.keys)
+    : rs.prefill?.attention && layers(rs.prefill.attention.layers))],
+  ["layers", gettext_noop("layers"), (rs) => rs.model?.layers != null && layers(rs.model.layers)],
+  ["logits", gettext_noop("logits"), (rs, s) => topLogit(s ? s.logits : rs.prefill?.logits)],
+  ["stages", gettext_noop("stages"), (rs, s) => s?.stages && `T = ${rs.session?.params?.temperature ?? "–"}`],
+  ["filter", gettext_noop("filter"), (rs, s) => s?.stages?.length && fill(gettext("%(n)s survive"), { n: s.stages[s.stages.length - 1].survivors })],
+  ["dice", gettext_noop("dice"), (rs, s) => s?.token && `p = ${fixed(s.token.prob, 2)}`],
+  ["sequence", gettext_noop("append"), (rs, s) => s?.token && `“${showPiece(s.token.text)}”`],
+  ["kv", gettext_noop("KV cache"), (rs, s) => s?.kv && `KV ${bytes(s.kv.bytes)}`],
+  ["stream", gettext_noop("stream"), (rs, s, k) => s && chars(rs.steps.slice(0, k).map((x) => x.text_delta).join("").length)],
+  ["stop", gettext_noop("stop"), (rs, s, k) => (k && k === rs.steps.length && (rs.done?.stop_reason || s?.stop_reason)
+    ? fill(gettext("stop: %(reason)s"), { reason: rs.done?.stop_reason || s.stop_reason }) : s ? gettext("continues") : null)],
+  ["context", gettext_noop("context"), (rs, s) => s?.kv?.context_used != null && fill(gettext("%(percent)s used"), { percent: `${fixed(100 * s.kv.context_used, 1)}%` })],
+  ["myths", gettext_noop("checks"), (rs) => checks(rs)],
+  ["timeline", gettext_noop("serving"), (rs) => (Object.keys(rs.serving || {}).length
+    ? fill(gettext("%(n)s measured"), { n: Object.keys(rs.serving).length }) : gettext("measure"))],
 ];
 const LAST_PREFILL = STAGES.findIndex(([id]) => id === "logits");
 const LAST_STEP = STAGES.findIndex(([id]) => id === "stream");
 const STOP = STAGES.findIndex(([id]) => id === "stop");
 
-function topLogit(logits) { return logits?.top?.length ? `top logit ${fixed(logits.top[0].logit, 1)}` : null; }
+function topLogit(logits) { return logits?.top?.length ? fill(gettext("top logit %(logit)s"), { logit: fixed(logits.top[0].logit, 1) }) : null; }
 
 /** Scroll the map's own row (never the page) so the current stage is in it. */
 function reveal(link) {
@@ -46,7 +57,7 @@ function reveal(link) {
 
 function checks(rs) {
   const all = Object.values(rs.checks || {});
-  return all.length ? `${all.filter((c) => c.passed).length}/${all.length} held` : null;
+  return all.length ? fill(gettext("%(held)s/%(count)s held"), { held: all.filter((c) => c.passed).length, count: all.length }) : null;
 }
 
 class HePipeline extends SteppedElement {
@@ -62,7 +73,7 @@ class HePipeline extends SteppedElement {
   }
 
   #build() {
-    const toggle = el("button", { type: "button", class: "he-toggle", "aria-expanded": "false", "aria-controls": "he-list" }, "Map");
+    const toggle = el("button", { type: "button", class: "he-toggle", "aria-expanded": "false", "aria-controls": "he-list" }, gettext("Map"));
     toggle.addEventListener("click", () => {
       const open = toggle.getAttribute("aria-expanded") !== "true";
       toggle.setAttribute("aria-expanded", String(open));
@@ -71,13 +82,13 @@ class HePipeline extends SteppedElement {
     const list = el("ol", { class: "he-list", id: "he-list" });
     STAGES.forEach(([id, name], i) => {
       const link = el("a", { href: `#${id}`, class: "he-stage", "data-stage": name, "data-index": i });
-      link.append(el("span", { class: "he-name" }, name), el("span", { class: "he-fig" }, ""));
+      link.append(el("span", { class: "he-name" }, gettext(name)), el("span", { class: "he-fig" }, ""));
       const item = el("li");
       item.append(link);
       list.append(item);
       this.#links.set(id, link);
     });
-    const nav = el("nav", { class: "he-map", "aria-label": "Map of the pipeline (table of contents)" });
+    const nav = el("nav", { class: "he-map", "aria-label": gettext("Map of the pipeline (table of contents)") });
     nav.append(toggle, list);
     this.root.replaceChildren(nav);
   }
@@ -108,13 +119,15 @@ class HePipeline extends SteppedElement {
     const s = k ? rs.steps[k - 1] : null;
     const reached = !rs.prefill ? (rs.session ? 0 : -1) : !k ? LAST_PREFILL : (k === n && rs.done ? STOP : LAST_STEP);
     const prefilling = Boolean(rs.session && !rs.prefill && !rs.done); // the prompt's stages are computing now
-    STAGES.forEach(([id, , figure], i) => {
+    STAGES.forEach(([id, name, figure], i) => {
       const link = this.#links.get(id);
-      const value = figure(rs, s, k) || (prefilling && i <= LAST_PREFILL ? "prefilling" : null);
+      const value = figure(rs, s, k) || (prefilling && i <= LAST_PREFILL ? gettext("prefilling") : null);
+      link.querySelector(".he-name").textContent = gettext(name);
       link.querySelector(".he-fig").textContent = value || "–";
       link.classList.toggle("lit", i <= reached && i <= STOP);
       link.classList.toggle("reached", i === reached);
-      link.title = `${link.dataset.stage}: ${value || "no figure yet"} (step ${k} of ${n})`;
+      link.title = fill(gettext("%(stage)s: %(figure)s (step %(step)s of %(count)s)"),
+        { stage: gettext(name), figure: value || gettext("no figure yet"), step: k, count: n });
     });
     this.dataset.reached = reached >= 0 ? STAGES[reached][1] : "";
   }

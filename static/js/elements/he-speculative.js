@@ -4,25 +4,31 @@
 import { SteppedElement, define, el, caption, fmt } from "../lib/base-element.js";
 import { readout, hover, chip, textsOf, pct, int } from "../lib/widgets.js";
 import { Measure, MeasuredElement, stats, bars, legend, ms } from "../lib/measure.js";
-import { plural } from "../lib/plural.js";
+import { gettext, gettext_noop, ngettext, fill, grouped } from "../lib/i18n.js";
 
-const DRAFTS = [["", "the server's default"], ["ngram", "n-gram prompt lookup (no draft model)"], ["model", "the draft model"]];
+const DRAFTS = [["", gettext_noop("the server's default")], ["ngram", gettext_noop("n-gram prompt lookup (no draft model)")], ["model", gettext_noop("the draft model")]];
+
+/** `n` and its noun in the reader's language, from an ngettext pair: "1 token", "2 tokens" ("– tokens" if unknown). */
+const count = (n, text) => fill(text, { n: n == null || !Number.isFinite(Number(n)) ? "–" : grouped(n) });
+const tokens = (n) => count(n, ngettext("%(n)s token", "%(n)s tokens", n));
 
 class HeSpeculative extends MeasuredElement {
   static what = "speculative";
-  static label = "Measure speculative decoding on this server";
+  static get label() { return gettext("Measure speculative decoding on this server"); }
   static attr = "acceptanceRate";
-  static idle = "Press the button: a draft proposes tokens for your prompt (or the article's) — copied from earlier "
-        + "in the text (n-gram prompt lookup) or guessed by a small draft model — and this server's model verifies them, "
-        + "greedily; then the model decodes alone for comparison.";
+  static get idle() {
+    return gettext("Press the button: a draft proposes tokens for your prompt (or the article's) — copied from earlier "
+      + "in the text (n-gram prompt lookup) or guessed by a small draft model — and this server's model verifies them, "
+      + "greedily; then the model decodes alone for comparison.");
+  }
 
   render(rs) {
     if (!this.measure) {
-      const select = el("select", { class: "he-draft", "aria-label": "Draft" });
-      for (const [value, label] of DRAFTS) select.append(el("option", { value }, label));
+      const select = el("select", { class: "he-draft", "aria-label": gettext("Draft") });
+      for (const [value, label] of DRAFTS) select.append(el("option", { value }, gettext(label)));
       this.measure = new Measure(this, "speculative", { label: HeSpeculative.label, fields: ["draft"],
         extra: () => (select.value ? { draft: select.value } : {}) });
-      const picker = el("label", { class: "he-draft-label" }, "draft: ");
+      const picker = el("label", { class: "he-draft-label" }, gettext("draft: "));
       picker.append(select);  // el() takes one text argument: the menu is appended, not passed after it
       this.measure.node.append(picker);
     }
@@ -33,7 +39,7 @@ class HeSpeculative extends MeasuredElement {
     const ngram = data.method === "ngram";
     Object.assign(this.dataset, { acceptanceRate: String(data.acceptance_rate), identical: String(data.identical),
       method: String(data.method ?? "draft_model"), targetPasses: String(data.target_forward_passes), speedup: String(data.speedup) });
-    const line = readout("Hover or tap a token or a number for its details.");
+    const line = readout(gettext("Hover or tap a token or a number for its details."));
     // Token texts: the run's own, and the report's pieces for drafts the run never showed.
     const texts = textsOf(rs.prefill?.tokens, ...rs.steps.flatMap((s) => [[s.token], s.logits?.top, s.probs]));
     for (const [id, text] of Object.entries(data.pieces || {})) texts.set(Number(id), text);  // the report's own
@@ -46,50 +52,67 @@ class HeSpeculative extends MeasuredElement {
     const list = el("ol", { class: "he-rounds" });
     data.rounds.forEach((r, i) => {
       const item = el("li", { class: "he-round" });
-      item.append(el("span", { class: "he-round-label" }, r.proposed.length ? `round ${i + 1}: ${r.accepted}/${r.proposed.length}` : `round ${i + 1}: nothing to copy`));
+      const round = i + 1;
+      item.append(el("span", { class: "he-round-label" }, r.proposed.length
+        ? fill(gettext("round %(round)s: %(accepted)s/%(proposed)s"), { round, accepted: r.accepted, proposed: r.proposed.length })
+        : fill(gettext("round %(round)s: nothing to copy"), { round })));
       const chips = el("span", { class: "he-chips" });
       r.proposed.forEach((id, j) => {
-        if (j < r.accepted) chips.append(token(id, "he-acc", `round ${i + 1}, proposal ${j + 1}: id ${id}, accepted (the target's own choice there)`));
-        else if (j === r.accepted) chips.append(token(id, "he-rej", `round ${i + 1}, proposal ${j + 1}: id ${id}, rejected (the target chose otherwise)`));
-        else chips.append(token(id, "he-skip", `round ${i + 1}, proposal ${j + 1}: id ${id}, discarded unchecked (after a rejection)`));
+        const values = { round, proposal: j + 1, id };
+        if (j < r.accepted) chips.append(token(id, "he-acc", fill(gettext("round %(round)s, proposal %(proposal)s: id %(id)s, accepted (the target's own choice there)"), values)));
+        else if (j === r.accepted) chips.append(token(id, "he-rej", fill(gettext("round %(round)s, proposal %(proposal)s: id %(id)s, rejected (the target chose otherwise)"), values)));
+        else chips.append(token(id, "he-skip", fill(gettext("round %(round)s, proposal %(proposal)s: id %(id)s, discarded unchecked (after a rejection)"), values)));
       });
-      if (r.corrected != null) chips.append(token(r.corrected, "he-corr", `round ${i + 1}: id ${r.corrected}, the target's token in place of the rejected one`));
-      if (r.bonus != null) chips.append(token(r.bonus, "he-bonus", `round ${i + 1}: id ${r.bonus}, bonus token from the target's pass (all proposals accepted)`));
+      if (r.corrected != null) chips.append(token(r.corrected, "he-corr", fill(gettext("round %(round)s: id %(id)s, the target's token in place of the rejected one"), { round, id: r.corrected })));
+      if (r.bonus != null) chips.append(token(r.bonus, "he-bonus", fill(gettext("round %(round)s: id %(id)s, bonus token from the target's pass (all proposals accepted)"), { round, id: r.bonus })));
       item.append(chips);
       list.append(item);
     });
-    const scroll = el("div", { class: "he-scroll capped", tabindex: "0", role: "region", "aria-label": "speculative decoding passes (scrollable)" });
+    const scroll = el("div", { class: "he-scroll capped", tabindex: "0", role: "region", "aria-label": gettext("speculative decoding passes (scrollable)") });
     scroll.append(list);
 
     const n = data.tokens.length;
     const alone = data.target_alone_forward_passes ?? data.target_tokens?.length;
+    const passCount = (k) => count(k, ngettext("%(n)s pass", "%(n)s passes", k));
+    const values = { passes: String(data.target_forward_passes), tokens: tokens(n), draft: String(data.draft_forward_passes) };
     const passes = bars([
-      { label: "speculative", value: data.target_forward_passes, text: `${plural(data.target_forward_passes, "pass")}`, cls: "he-t-prefill",
-        title: `target forward passes with the draft: ${data.target_forward_passes} for ${plural(n, "token")} (and ${ngram ? "no model passes for the lookups" : `${data.draft_forward_passes} cheap draft passes`})` },
-      { label: "target alone", value: alone ?? 0, text: `${plural(alone, "pass")}`, cls: "he-t-forward",
-        title: `target forward passes decoding alone: ${alone} for ${data.target_tokens?.length ?? "–"} tokens, one per token` },
+      { label: gettext("speculative"), value: data.target_forward_passes, text: passCount(data.target_forward_passes), cls: "he-t-prefill",
+        title: fill(ngram ? gettext("target forward passes with the draft: %(passes)s for %(tokens)s (and no model passes for the lookups)")
+          : gettext("target forward passes with the draft: %(passes)s for %(tokens)s (and %(draft)s cheap draft passes)"), values) },
+      { label: gettext("target alone"), value: alone ?? 0, text: passCount(alone), cls: "he-t-forward",
+        title: fill(gettext("target forward passes decoding alone: %(passes)s for %(tokens)s tokens, one per token"),
+          { passes: String(alone), tokens: String(data.target_tokens?.length ?? "–") }) },
     ], line);
     this.view.replaceChildren(
       el("p", { class: `he-big he-identical ${data.identical ? "he-yes" : "he-no"}` },
-        `Identical to the target's own greedy output: ${data.identical ? "yes" : "no"}`),
+        data.identical ? gettext("Identical to the target's own greedy output: yes") : gettext("Identical to the target's own greedy output: no")),
       stats([
-        ["acceptance rate", pct(data.acceptance_rate), `acceptance_rate = ${data.acceptance_rate}: accepted proposals / all proposals`],
-        ["tokens", int(n), `${plural(n, "token")} generated, ${data.rounds.length} rounds of up to k = ${data.k} proposals`],
-        ["target passes", int(data.target_forward_passes), `${data.target_forward_passes} target forward passes for ${plural(n, "token")}`],
-        ngram ? ["draft", `${int(data.ngram_size)}-gram lookup`, `proposals copied from what followed the latest earlier match of the last 1–${data.ngram_size} tokens; rounds without a match are ordinary decode steps`]
-          : ["draft passes", int(data.draft_forward_passes), `${data.draft_forward_passes} draft forward passes (one per proposal)`],
-        ["speed-up", `${fmt(data.speedup, 2)}×`, `target alone ${fmt(data.target_ms, 1)} ms / speculative ${fmt(data.spec_ms, 1)} ms = ${fmt(data.speedup, 3)}×`],
+        [gettext("acceptance rate"), pct(data.acceptance_rate), fill(gettext("acceptance_rate = %(rate)s: accepted proposals / all proposals"), { rate: String(data.acceptance_rate) })],
+        [gettext("tokens"), int(n), fill(gettext("%(tokens)s generated, %(rounds)s rounds of up to k = %(k)s proposals"), { tokens: tokens(n), rounds: data.rounds.length, k: String(data.k) })],
+        [gettext("target passes"), int(data.target_forward_passes), fill(gettext("%(passes)s target forward passes for %(tokens)s"), values)],
+        ngram ? [gettext("draft"), fill(gettext("%(n)s-gram lookup"), { n: int(data.ngram_size) }),
+          fill(gettext("proposals copied from what followed the latest earlier match of the last 1–%(n)s tokens; rounds without a match are ordinary decode steps"), { n: String(data.ngram_size) })]
+          : [gettext("draft passes"), int(data.draft_forward_passes), fill(gettext("%(draft)s draft forward passes (one per proposal)"), values)],
+        [gettext("speed-up"), `${fmt(data.speedup, 2)}×`, fill(gettext("target alone %(alone)s ms / speculative %(spec)s ms = %(speedup)s×"),
+          { alone: fmt(data.target_ms, 1), spec: fmt(data.spec_ms, 1), speedup: fmt(data.speedup, 3) })],
       ], line),
-      el("p", { class: "he-col-sub" }, `Forward passes of this server's model for ${plural(n, "token")}:`), passes,
-      el("p", { class: "he-col-sub" }, "Each round, the draft's proposals:"),
-      legend([["he-acc", "accepted"], ["he-rej", "first rejected"], ["he-skip", "discarded"], ["he-corr", "target's correction"], ["he-bonus", "bonus"]]),
+      el("p", { class: "he-col-sub" }, fill(gettext("Forward passes of this server's model for %(tokens)s:"), values)), passes,
+      el("p", { class: "he-col-sub" }, gettext("Each round, the draft's proposals:")),
+      legend([["he-acc", gettext("accepted")], ["he-rej", gettext("first rejected")], ["he-skip", gettext("discarded")], ["he-corr", gettext("target's correction")], ["he-bonus", gettext("bonus")]]),
       scroll, line,
-      caption(`Measured ${data.measured_at ? `at ${data.measured_at} (UTC)` : "just now"} on this server: greedy speculative decoding with ${ngram ? "n-gram prompt lookup" : "a draft model"}, `
-        + `k = ${data.k}, ${plural(n, "token")} in ${ms(data.spec_ms)} against ${ms(data.target_ms)} for the model alone. `
-        + "Token ids without text did not appear in your run. "
-        + (ngram ? "Prompt lookup only pays off when the reply repeats earlier text (quotes, code, lists); otherwise most rounds find nothing to copy."
-          : "A speed-up below 1 means the draft cost more than it saved: with a target this small, its passes are already cheap.")));
+      caption(`${measured(data, ngram, n)} ${gettext("Token ids without text did not appear in your run.")} `
+        + (ngram ? gettext("Prompt lookup only pays off when the reply repeats earlier text (quotes, code, lists); otherwise most rounds find nothing to copy.")
+          : gettext("A speed-up below 1 means the draft cost more than it saved: with a target this small, its passes are already cheap."))));
   }
+}
+
+/** The caption's first sentence: when, with which draft, how many tokens in how long. */
+function measured(data, ngram, n) {
+  const values = { when: data.measured_at ? fill(gettext("at %(time)s (UTC)"), { time: data.measured_at }) : gettext("just now"),
+    k: String(data.k), tokens: tokens(n), spec: ms(data.spec_ms), alone: ms(data.target_ms) };
+  return fill(ngram
+    ? gettext("Measured %(when)s on this server: greedy speculative decoding with n-gram prompt lookup, k = %(k)s, %(tokens)s in %(spec)s against %(alone)s for the model alone.")
+    : gettext("Measured %(when)s on this server: greedy speculative decoding with a draft model, k = %(k)s, %(tokens)s in %(spec)s against %(alone)s for the model alone."), values);
 }
 
 define("he-speculative", HeSpeculative);

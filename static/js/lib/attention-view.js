@@ -1,9 +1,10 @@
 // What <he-attention> draws for the prompt: the head shown first and the matrix of a (layer, head): every
 // weight where the prefill or a detail carries them, else block averages labelled by disjoint token ranges.
 import { unpack, at } from "./packed.js";
+import { fill, gettext, gettext_noop } from "./i18n.js";
 
 export const FULL_TOKENS = 64; // the server's FULL_MATRIX_TOKENS (inference/wire/builders.py): drawn in full
-export const FIRST_TOKEN_RULE = "the head that looks least at the first token";
+export const FIRST_TOKEN_RULE = gettext_noop("the head that looks least at the first token");
 
 const cache = new WeakMap();
 /** A packed array decoded once per payload object. */
@@ -23,7 +24,7 @@ function ruleOnRecording(A) {
   const data = decode(full ? A.full : A.blocks);
   if (!data) return null;
   const [layers, heads, rows] = data.shape;
-  const rule = full ? FIRST_TOKEN_RULE : "the head that looks least at the first block of tokens";
+  const rule = full ? FIRST_TOKEN_RULE : gettext_noop("the head that looks least at the first block of tokens");
   let best = { layer: 0, head: 0, rule, first_token_weight: 1 };
   if (rows < 2) return best;
   best.first_token_weight = Infinity;
@@ -53,9 +54,9 @@ function fullMatrix(A, detail, L, H) {
 }
 
 const NOTES = {
-  sent: "every weight, as sent with the prefill",
-  default: "every weight of the head shown first, sent with the prefill",
-  detail: "the full matrix, fetched on request",
+  sent: gettext_noop("every weight, as sent with the prefill"),
+  default: gettext_noop("every weight of the head shown first, sent with the prefill"),
+  detail: gettext_noop("the full matrix, fetched on request"),
 };
 
 /**
@@ -67,14 +68,15 @@ export function prefillMatrix(A, tokens, detail, L, H, showPiece) {
   const P = tokens.length, q = (t) => JSON.stringify(t?.text ?? "");
   const full = fullMatrix(A, detail, L, H);
   if (full) {
-    return { blocks: false, weight: full.weight, labels: tokens.map((t) => showPiece(t.text)), note: NOTES[full.source],
-      title: (i) => `position ${i} ${q(tokens[i])}`, masked: (r, c) => c > r, source: full.source };
+    return { blocks: false, weight: full.weight, labels: tokens.map((t) => showPiece(t.text)), note: gettext(NOTES[full.source]),
+      title: (i) => fill(gettext("position %(position)s %(text)s"), { position: i, text: q(tokens[i]) }), masked: (r, c) => c > r, source: full.source };
   }
   const blocks = decode(A.blocks);
   const B = blocks.shape[2], edges = edgesOf(A, P, B);
   const range = (i) => (edges[i] === edges[i + 1] - 1 ? `${edges[i]}` : `${edges[i]}–${edges[i + 1] - 1}`);
   return { blocks: true, weight: (r, c) => at(blocks, L, H, r, c), labels: Array.from({ length: B }, (_, i) => range(i)),
-    title: (i) => `block ${i} ≈ positions ${range(i)} (${q(tokens[edges[i]])}…)`, masked: (r, c) => edges[c] > edges[r + 1] - 1,
-    note: `${B} × ${B} block averages: ${P > FULL_TOKENS ? "the prompt is long" : "all the prefill sent for this head"}; press "Full matrix" for every weight`,
+    title: (i) => fill(gettext("block %(block)s ≈ positions %(range)s (%(text)s…)"), { block: i, range: range(i), text: q(tokens[edges[i]]) }), masked: (r, c) => edges[c] > edges[r + 1] - 1,
+    note: fill(P > FULL_TOKENS ? gettext("%(blocks)s × %(blocks)s block averages: the prompt is long; press \"Full matrix\" for every weight")
+      : gettext("%(blocks)s × %(blocks)s block averages: all the prefill sent for this head; press \"Full matrix\" for every weight"), { blocks: B }),
     source: "blocks" };
 }

@@ -1,6 +1,7 @@
 // The base of every diagram: data comes in through a property, rendering happens only on screen.
 // Model text is untrusted: elements build DOM with textContent, never innerHTML with model data.
 import { resolveStep, controlsOf, applyControls } from "./choose.js";
+import { decimal, grouped, hasLanguage, inLanguage, loadCatalog } from "./i18n.js";
 
 /**
  * The page's one "current step", shared by every diagram (the article's step bar, step-bar.js, moves it).
@@ -25,6 +26,7 @@ export const pageStep = globalThis.hePageStep ??= new PageStep();
 // ---- the one stylesheet of every diagram (static/css/elements.css), built once, adopted by every shadow root ----
 
 const SHEET_URL = new URL("../../css/elements.css", import.meta.url);
+const SITE = new URL(import.meta.url).origin; // Hit Enter's server, on an author's page too
 let elementSheet = null;
 
 /** Resolves with the shared CSSStyleSheet once elements.css is in (an empty one if it could not load). */
@@ -62,6 +64,7 @@ export class SteppedElement extends HTMLElement {
   #observer = null;
   #onStep = () => this.#invalidate();
   #readout;
+  #asked = null; // the language whose catalog this diagram asked for
 
   constructor() {
     super();
@@ -98,7 +101,7 @@ export class SteppedElement extends HTMLElement {
 
   // What an author chose (lib/choose.js, docs/embedding.md): `step="3"` / first / last / max-entropy pins one
   // diagram to a step (without it the diagram follows the page's step bar); `layer`, `head` and `controls` too.
-  static get observedAttributes() { return ["step", "layer", "head", "controls"]; }
+  static get observedAttributes() { return ["step", "layer", "head", "controls", "lang"]; }
   attributeChangedCallback() { this.#invalidate(); }
 
   /** The step this diagram shows out of `count` (its `step` attribute, else the page's); recorded as data-step. */
@@ -144,10 +147,18 @@ export class SteppedElement extends HTMLElement {
     if (this.eager) setTimeout(run, 100); // an offscreen cross-origin iframe gets no animation frames at all
   }
 
+  /** The language this diagram's words and numbers are in: its own `lang`, else its page's (lib/i18n.js). */
+  get language() { return this.closest("[lang]")?.getAttribute("lang") || null; }
+
   #renderNow() {
     this.#dirty = false;
     if (this.#data == null) return;
-    this.render(this.#data);
+    const lang = this.language;
+    if (!hasLanguage(lang) && this.#asked !== lang) { // drawn in English until the catalog is in, then again
+      this.#asked = lang;
+      loadCatalog(SITE, lang).then((ok) => { if (ok) this.#invalidate(); });
+    }
+    inLanguage(lang, () => this.render(this.#data));
     // A value tip (lib/pointer.js) whose mark the redraw replaced would point at nothing.
     const tip = this.shell.heValueTip;
     if (tip && !tip.heFor?.isConnected) { tip.hidden = true; tip.heFor = null; }
@@ -229,13 +240,13 @@ export function ink(colour) {
 
 export function fmt(x, digits = 3) {
   if (x == null || !Number.isFinite(x)) return "–";
-  return Math.abs(x) >= 1000 ? x.toLocaleString("en-US", { maximumFractionDigits: 0 }) : x.toFixed(digits);
+  return Math.abs(x) >= 1000 ? grouped(x) : decimal(x, digits);
 }
 
 export function bytes(n) {
   if (n == null) return "–";
   if (n < 1024) return `${n} B`;
-  if (n < 1024 ** 2) return `${(n / 1024).toFixed(1)} KiB`;
-  if (n < 1024 ** 3) return `${(n / 1024 ** 2).toFixed(2)} MiB`;
-  return `${(n / 1024 ** 3).toFixed(2)} GiB`;
+  if (n < 1024 ** 2) return `${decimal(n / 1024, 1)} KiB`;
+  if (n < 1024 ** 3) return `${decimal(n / 1024 ** 2, 2)} MiB`;
+  return `${decimal(n / 1024 ** 3, 2)} GiB`;
 }

@@ -3,6 +3,7 @@
 // place, text that CSS draws (`content`) included; the diagram's controls are left out. PNG = that SVG drawn on
 // a canvas. Used by export-bar.js on the article and in embeds.
 import { SvgWriter, backdrop, drawBox, drawOutline, num } from "./svg-boxes.js";
+import { gettext } from "./i18n.js";
 
 const SKIP = new Set(["SCRIPT", "STYLE", "TEMPLATE", "LINK", "META", "OPTION", "DATALIST", "NOSCRIPT"]);
 // Controls are for the reader on the page, not part of the picture: a menu, button, slider or "Show as table"
@@ -252,7 +253,7 @@ export async function svgToPng({ svg, width, height }, scale = 2) {
   const ctx = canvas.getContext("2d");
   ctx.scale(scale, scale);
   ctx.drawImage(image, 0, 0, width, height);
-  return new Promise((resolve, reject) => canvas.toBlob((blob) => (blob ? resolve(blob) : reject(new Error("the PNG could not be encoded"))), "image/png"));
+  return new Promise((resolve, reject) => canvas.toBlob((blob) => (blob ? resolve(blob) : reject(new Error(gettext("the PNG could not be encoded")))), "image/png"));
 }
 
 /** Save `blob` as a file named `name` (a download through a blob: URL, revoked once used). */

@@ -4,6 +4,7 @@
 // the value shows next to the cell (hover, tap or keyboard) and is announced by an aria-live readout.
 import { el } from "./base-element.js";
 import { placeBeside } from "./pointer.js";
+import { decimal, fill, gettext } from "./i18n.js";
 
 /**
  * rows/cols: arrays of label strings (already made visible with showPiece);
@@ -28,7 +29,7 @@ export function matrix({ rows, cols, cell, rowTitle, colTitle, corner = "", labe
       const spec = cell(r, c);
       const node = el("span", {
         class: `he-cell${spec?.cls ? ` ${spec.cls}` : ""}`, role: "gridcell", tabindex: "-1",
-        title: spec?.title ?? null, "aria-label": spec?.title ?? "empty", style: spec?.background ? `background:${spec.background}` : null,
+        title: spec?.title ?? null, "aria-label": spec?.title ?? gettext("empty"), style: spec?.background ? `background:${spec.background}` : null,
       });
       node.dataset.r = String(r);
       node.dataset.c = String(c);
@@ -49,10 +50,11 @@ function bindPointer(grid, cells) {
   const tip = el("span", { class: "he-tip", "aria-hidden": "true", hidden: "" });
   const live = el("span", { class: "he-sr-only he-grid-readout", "aria-live": "polite" });
   grid.heParts = [tip, live];
+  const empty = gettext("empty"); // in the language the grid was drawn in
   let current = cells[0]?.[0];
   const show = (node, announce) => {
     if (!tip.isConnected) grid.after(tip, live);
-    tip.textContent = node.getAttribute("title") || "empty";
+    tip.textContent = node.getAttribute("title") || empty;
     placeBeside(tip, node); // within the scroll box and the viewport
     if (announce) live.textContent = tip.textContent;
   };
@@ -85,11 +87,12 @@ function bindPointer(grid, cells) {
 /** The text alternative: the same values as a table, built when the visitor opens it. */
 function tableAlternative(grid) {
   const box = el("details", { class: "he-table-alt" });
-  box.append(el("summary", {}, "Show as table"));
+  box.append(el("summary", {}, gettext("Show as table")));
+  const words = { values: gettext("values"), region: gettext("values as a table") }; // the grid's language, not the toggle's
   box.addEventListener("toggle", () => {
     if (!box.open || box.querySelector("table")) return;
     const table = el("table", {});
-    table.append(el("caption", {}, grid.getAttribute("aria-label") || "values"));
+    table.append(el("caption", {}, grid.getAttribute("aria-label") || words.values));
     for (const line of grid.querySelectorAll(".he-matrix-row")) {
       const tr = el("tr", {});
       for (const node of line.children) {
@@ -99,7 +102,7 @@ function tableAlternative(grid) {
       }
       table.append(tr);
     }
-    const scroll = el("div", { class: "he-scroll tall", tabindex: "0", role: "region", "aria-label": "values as a table" });
+    const scroll = el("div", { class: "he-scroll tall", tabindex: "0", role: "region", "aria-label": words.region });
     scroll.append(table);
     box.append(scroll);
   });
@@ -107,9 +110,10 @@ function tableAlternative(grid) {
 }
 
 /** A colour scale: swatches of heat(0…1) labelled with the values they stand for. */
-export function heatLegend(heat, max, label, format = (v) => v.toFixed(3)) {
-  const box = el("div", { class: "he-heat-legend", role: "img", "aria-label": `${label}: pale is 0, dark is ${format(max)}` });
-  box.append(el("span", { class: "he-heat-label" }, `${label}:`));
+export function heatLegend(heat, max, label, format = (v) => decimal(v, 3)) {
+  const box = el("div", { class: "he-heat-legend", role: "img",
+    "aria-label": fill(gettext("%(label)s: pale is 0, dark is %(max)s"), { label, max: format(max) }) });
+  box.append(el("span", { class: "he-heat-label" }, fill(gettext("%(label)s:"), { label })));
   for (const f of [0, 0.25, 0.5, 0.75, 1]) {
     const item = el("span", { class: "he-heat-step" });
     item.append(el("span", { class: "swatch he-heat-swatch", style: `background:${heat(f)}` }), el("span", {}, format(f * max)));
@@ -126,13 +130,29 @@ export function scroller(child, extra = "") {
     // Keyboard users can scroll it too (WCAG scrollable-region-focusable); a heatmap's cells are focusable.
     Object.assign(box, { tabIndex: 0 });
     box.setAttribute("role", "region");
-    box.setAttribute("aria-label", child.getAttribute?.("aria-label") || "scrollable diagram");
+    box.setAttribute("aria-label", child.getAttribute?.("aria-label") || gettext("scrollable diagram"));
     return box;
   }
   box.append(...(child.heParts || []));
   const wrap = el("div", { class: "he-grid-wrap" });
   wrap.append(box, tableAlternative(child));
   return wrap;
+}
+
+/**
+ * A translated sentence whose `%(name)s` placeholders take strings or nodes (a <strong> inside the sentence):
+ * the parts to append, in the translation's own word order.
+ */
+export function fillParts(text, values) {
+  const parts = [];
+  for (const part of text.split(/(%\(\w+\)s)/)) {
+    const name = /^%\((\w+)\)s$/.exec(part)?.[1];
+    const value = name ? values[name] ?? "" : part;
+    if (typeof value === "object") parts.push(value);
+    else if (typeof parts[parts.length - 1] === "string") parts[parts.length - 1] += String(value);
+    else if (value !== "") parts.push(String(value));
+  }
+  return parts;
 }
 
 /** Labels for cache positions: prompt tokens, then the tokens generated by steps 1, 2, … */

@@ -4,6 +4,7 @@ import { SteppedElement, el } from "./base-element.js";
 import { hover, int } from "./widgets.js";
 import { roving } from "./pointer.js";
 import { requestFromServer } from "../run-view.js";
+import { decimal, fill, gettext } from "./i18n.js";
 
 // Refusals that answer a `measure` frame (the draft model missing, a capacity field out of range), and the
 // page's own `no_server` for a replay that has no socket to ask.
@@ -22,7 +23,7 @@ function when(iso) {
  *  The first time its diagram comes into view it asks by itself, on the article's prompt (a result every
  *  visitor shares, so usually cached); while it runs, the server's `serving_progress` says what it measures. */
 export class Measure {
-  constructor(host, what, { label = "Measure on this server", fields = [], extra = () => ({}) } = {}) {
+  constructor(host, what, { label = gettext("Measure on this server"), fields = [], extra = () => ({}) } = {}) {
     Object.assign(this, { host, what, extra, pending: false, error: null, before: undefined, errorBefore: null, busyBefore: null, retry: 0 });
     this.fields = new Set([null, "what", "prompt", ...fields]);
     this.button = el("button", { type: "button", class: "he-measure", "data-what": what }, label);
@@ -42,8 +43,8 @@ export class Measure {
     const section = this.host.closest("section[id]")?.id;
     const href = new URL(`/${section ? `#${section}` : ""}`, import.meta.url); // the site's, on an author's page too
     const link = el("a", { class: "he-live-link", href: href.origin === location.origin ? href.pathname + href.hash : href.href },
-      "open the live article to measure it");
-    this.note = el("span", { class: "he-needs-server" }, "Measuring needs the live server: ");
+      gettext("open the live article to measure it"));
+    this.note = el("span", { class: "he-needs-server" }, `${gettext("Measuring needs the live server:")} `);
     this.note.append(link);
     this.node.append(this.note);
   }
@@ -122,29 +123,35 @@ export class Measure {
 
   #statusText(msg, busy, progress) {
     if (this.offline) return "";
-    if (this.pending && busy && this.waitUntil > Date.now()) return `waiting: ${busy.reason}`;
-    if (this.pending) return progress ? `measuring ${progress.label} (part ${progress.done + 1} of ${progress.total})…` : "measuring…";
-    if (this.error) return "the server refused";
-    if (!msg) return "not measured yet";
+    if (this.pending && busy && this.waitUntil > Date.now()) return fill(gettext("waiting: %(reason)s"), { reason: busy.reason });
+    if (this.pending) {
+      return progress ? fill(gettext("measuring %(what)s (part %(part)s of %(total)s)…"), { what: progress.label, part: progress.done + 1, total: progress.total })
+        : gettext("measuring…");
+    }
+    if (this.error) return gettext("the server refused");
+    if (!msg) return gettext("not measured yet");
     const at = when(msg.measured_at);
-    const prompt = msg.prompt === "article" ? ", on the article's prompt" : msg.prompt === "yours" ? ", on your prompt" : "";
-    return at ? `measured on this server on ${at}${prompt}${msg.cached ? " (kept from then)" : ""}` : "measured on this server";
+    if (!at) return gettext("measured on this server");
+    const line = msg.prompt === "article" ? gettext("measured on this server on %(when)s, on the article's prompt")
+      : msg.prompt === "yours" ? gettext("measured on this server on %(when)s, on your prompt") : gettext("measured on this server on %(when)s");
+    return fill(line, { when: at }) + (msg.cached ? ` ${gettext("(kept from then)")}` : "");
   }
 
   /** What to show in place of the drawing while there is no data: the server's own progress while it measures. */
   placeholder({ pending, error, progress, busy }, idle) {
     if (pending && busy && this.waitUntil > Date.now()) {
-      return el("p", { class: "he-pending-box" }, `Waiting for the model: ${busy.reason}. This diagram asks again in ${busy.retry_after_s} s.`);
+      return el("p", { class: "he-pending-box" }, fill(gettext("Waiting for the model: %(reason)s. This diagram asks again in %(seconds)s s."),
+        { reason: busy.reason, seconds: busy.retry_after_s }));
     }
     if (pending && progress) {
       const box = el("div", { class: "he-pending-box he-progress" });
-      const bar = el("progress", { max: String(progress.total), value: String(progress.done), "aria-label": `${this.what}: ${progress.done} of ${progress.total} parts measured` });
-      box.append(el("p", {}, `The server is measuring ${progress.label}: ${progress.done} of ${progress.total} parts done.`), bar);
+      const bar = el("progress", { max: String(progress.total), value: String(progress.done), "aria-label": fill(gettext("%(what)s: %(done)s of %(total)s parts measured"), { what: this.what, ...progress }) });
+      box.append(el("p", {}, fill(gettext("The server is measuring %(what)s: %(done)s of %(total)s parts done."), { what: progress.label, ...progress })), bar);
       return box;
     }
-    if (pending) return el("p", { class: "he-pending-box" }, "measuring… (the server runs the model now; it says what it measures as it goes)");
-    if (error) return el("p", { class: "he-error", role: "alert" }, `Error ${error.code}: ${error.message}`);
-    if (this.offline) return el("p", { class: "he-idle" }, "This is a recording: measurements are made on the live server, for its model.");
+    if (pending) return el("p", { class: "he-pending-box" }, gettext("measuring… (the server runs the model now; it says what it measures as it goes)"));
+    if (error) return el("p", { class: "he-error", role: "alert" }, fill(gettext("Error %(code)s: %(message)s"), error));
+    if (this.offline) return el("p", { class: "he-idle" }, gettext("This is a recording: measurements are made on the live server, for its model."));
     return el("p", { class: "he-idle" }, idle);
   }
 }
@@ -204,7 +211,7 @@ export function lineChart(series, { xLabel, yLabel, line }) {
   const xt = ticks(Math.max(...xs)), yt = ticks(Math.max(...ys));
   const X = (x) => L + (x / xt[xt.length - 1]) * (W - L - R);
   const Y = (y) => H - B - (y / yt[yt.length - 1]) * (H - T - B);
-  const root = svg("svg", { viewBox: `0 0 ${W} ${H}`, class: "he-chart", role: "img", "aria-label": `${yLabel} against ${xLabel}` });
+  const root = svg("svg", { viewBox: `0 0 ${W} ${H}`, class: "he-chart", role: "img", "aria-label": fill(gettext("%(y)s against %(x)s"), { y: yLabel, x: xLabel }) });
   for (const v of yt) {
     root.append(svg("line", { x1: L, x2: W - R, y1: Y(v), y2: Y(v), class: "he-grid" }),
       svg("text", { x: L - 4, y: Y(v) + 3, class: "he-tick", "text-anchor": "end" }, int(v)));
@@ -235,7 +242,7 @@ export function legend(items) {
 /** Milliseconds, readable. */
 export function ms(x) {
   if (x == null || !Number.isFinite(x)) return "–";
-  return x >= 100 ? `${x.toFixed(0)} ms` : x >= 10 ? `${x.toFixed(1)} ms` : `${x.toFixed(2)} ms`;
+  return `${decimal(x, x >= 100 ? 0 : x >= 10 ? 1 : 2)} ms`;
 }
 
 /** A diagram drawn from one `serving` measurement: its button, then a placeholder or `draw(data, runState)`.
@@ -244,16 +251,17 @@ export function ms(x) {
 export class MeasuredElement extends SteppedElement {
   render(rs) {
     const C = this.constructor;
-    this.measure ??= new Measure(this, C.what, { label: C.label });
+    this.measure ??= new Measure(this, C.what, { label: gettext(C.label) });
     if (!this.view) {
       this.view = el("div", { class: "he-part" });
       this.root.replaceChildren(this.measure.node, this.view);
     }
     const state = this.measure.sync(rs);
+    this.measure.button.textContent = gettext(C.label); // in the diagram's language, once its words are in
     if (state.error) this.dataset.error = state.error.code; else delete this.dataset.error;
     if (!state.data) {
       delete this.dataset[C.attr];
-      this.view.replaceChildren(this.measure.placeholder(state, C.idle));
+      this.view.replaceChildren(this.measure.placeholder(state, gettext(C.idle)));
       return;
     }
     this.draw(state.data, rs);

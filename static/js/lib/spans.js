@@ -1,6 +1,6 @@
 // The prompt's character spans (prefill.template.spans): which characters came from a message the visitor
 // typed, and which the template added on its own (role "template") or as the generation prompt.
-import { plural } from "./plural.js";
+import { gettext, ngettext, fill, grouped } from "./i18n.js";
 export const MESSAGE_ROLES = new Set(["system", "user", "assistant"]);
 
 /** The spans of typed messages (a message can have more than one when the template writes inside its turn). */
@@ -17,6 +17,6 @@ export function typedMessages(spans = []) {
 /** The map's figure for the prompt: "1 message", or what a prompt without messages was. */
 export function promptFigure(spans = []) {
   const n = typedMessages(spans);
-  if (n) return plural(n, "message");
-  return spans[0]?.role === "text" ? "raw text" : "token ids";
+  if (n) return fill(ngettext("%(n)s message", "%(n)s messages", n), { n: grouped(n) });
+  return spans[0]?.role === "text" ? gettext("raw text") : gettext("token ids");
 }

@@ -2,6 +2,7 @@
 // Every value a diagram shows is also its parts' hover text (widgets.js `hover`, SVG <title>), so the table
 // lists each part's visible label beside that text, rebuilt from the diagram each time it redraws.
 import { el } from "./base-element.js";
+import { gettext, fill } from "./i18n.js";
 
 /** [part, value] for every titled part of `diagram` outside its heatmaps, in document order, without repeats. */
 export function titledParts(diagram) {
@@ -24,13 +25,13 @@ export function titledParts(diagram) {
   return rows;
 }
 
-function fill(box, diagram, label) {
+function fillTable(box, diagram, label) {
   box.querySelector(".he-scroll")?.remove();
   const rows = titledParts(diagram);
   const table = el("table", {});
   table.append(el("caption", {}, label));
   const head = el("tr", {});
-  head.append(el("th", { scope: "col" }, "part"), el("th", { scope: "col" }, "value"));
+  head.append(el("th", { scope: "col" }, gettext("part")), el("th", { scope: "col" }, gettext("value")));
   table.append(head);
   for (const [part, value] of rows) {
     const tr = el("tr", {});
@@ -39,10 +40,10 @@ function fill(box, diagram, label) {
   }
   if (!rows.length) {
     const empty = el("tr", {});
-    empty.append(el("td", { colspan: "2" }, "Nothing drawn yet."));
+    empty.append(el("td", { colspan: "2" }, gettext("Nothing drawn yet.")));
     table.append(empty);
   }
-  const scroll = el("div", { class: "he-scroll tall", tabindex: "0", role: "region", "aria-label": `${label} (scrollable)` });
+  const scroll = el("div", { class: "he-scroll tall", tabindex: "0", role: "region", "aria-label": fill(gettext("%(label)s (scrollable)"), { label }) });
   scroll.append(table);
   box.append(scroll);
 }
@@ -51,11 +52,11 @@ function fill(box, diagram, label) {
 export function addTableAlternative(diagram) {
   if (diagram.nextElementSibling?.classList.contains("he-table-alt")) return;
   const heading = diagram.closest("section")?.querySelector("h2")?.textContent?.trim();
-  const label = `${heading || diagram.localName}: every value of the diagram, as text`;
+  const label = fill(gettext("%(diagram)s: every value of the diagram, as text"), { diagram: heading || diagram.localName });
   const box = el("details", { class: "he-table-alt he-table-alt-diagram" });
-  box.append(el("summary", {}, "Show as table"));
-  box.addEventListener("toggle", () => { if (box.open) fill(box, diagram, label); });
-  new MutationObserver(() => { if (box.open) fill(box, diagram, label); })
+  box.append(el("summary", {}, gettext("Show as table")));
+  box.addEventListener("toggle", () => { if (box.open) fillTable(box, diagram, label); });
+  new MutationObserver(() => { if (box.open) fillTable(box, diagram, label); })
     .observe(diagram, { attributes: true, attributeFilter: ["data-rendered"] });
   diagram.after(box);
 }

@@ -1,19 +1,20 @@
 // Small helpers the step diagrams share: hover readout, token chips, number formats.
 import { el, showPiece } from "./base-element.js";
 import { showTip, hideTip } from "./pointer.js";
+import { decimal, fill, gettext, grouped } from "./i18n.js";
 
 /** A probability as a percentage, with more digits for small ones. */
 export function pct(p) {
   if (p == null || !Number.isFinite(p)) return "–";
   const v = p * 100;
-  return `${v >= 10 ? v.toFixed(1) : v >= 0.1 ? v.toFixed(2) : v.toFixed(3)}%`;
+  return `${decimal(v, v >= 10 ? 1 : v >= 0.1 ? 2 : 3)}%`;
 }
 
 /** An integer with thousands separators. */
-export function int(n) { return n == null ? "–" : Number(n).toLocaleString("en-US"); }
+export function int(n) { return n == null ? "–" : grouped(n); }
 
 /** The line that shows the value under the pointer (tap works too, where there is no hover). */
-export function readout(hint = "Hover or tap a bar to read its exact values.") {
+export function readout(hint = gettext("Hover or tap a bar to read its exact values.")) {
   const node = el("p", { class: "he-readout", part: "readout", "aria-live": "polite" }, hint);
   node.dataset.hint = hint;
   return node;
@@ -105,16 +106,17 @@ export function forkRow(host, step, candidates) {
     held.dataset.stale = "true";
     return held;
   }
-  const row = el("div", { class: "he-forks", role: "group", "data-step": step.step, "aria-label": `Fork step ${step.step}: continue with another token` });
+  const row = el("div", { class: "he-forks", role: "group", "data-step": step.step, "aria-label": fill(gettext("Fork step %(step)s: continue with another token"), step) });
   host.heForkRow = row;
   holdUnderPointer(row, () => { if (row.dataset.stale) host.data = host.data; });
-  row.append(el("span", { class: "he-forks-label" }, `Continue from step ${step.step} with:`));
+  row.append(el("span", { class: "he-forks-label" }, fill(gettext("Continue from step %(step)s with:"), step)));
   const seen = new Set([step.token.id]);
   for (const c of candidates) {
     if (seen.has(c.id) || c.text == null) continue;
     seen.add(c.id);
     const button = el("button", { type: "button", class: "he-fork", "data-token-id": c.id,
-      title: `continue from step ${step.step} with ${showPiece(c.text)} (id ${c.id}) instead of ${showPiece(step.token.text)}` });
+      title: fill(gettext("continue from step %(step)s with %(token)s (id %(id)s) instead of %(chosen)s"),
+        { step: step.step, token: showPiece(c.text), id: c.id, chosen: showPiece(step.token.text) }) });
     button.append(chip(c.text, c.id));
     button.addEventListener("click", () => host.dispatchEvent(new CustomEvent("he-request", {
       bubbles: true, composed: true, detail: { type: "fork", step: step.step, token_id: c.id, continue: true } })));
