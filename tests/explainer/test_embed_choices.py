@@ -93,4 +93,4 @@ def test_api_recording_names_its_replay_page_absolutely(client, run_id):
 def test_every_section_has_a_static_page(client, section):
     page = client.get(f"/embed/{section}/static/?example={example_ids()[0]}").content.decode()
     assert element(page, section)["src"] == "#he-recording"
-    assert html_lib.unescape(SECTIONS[section][1]) in html_lib.unescape(page)
+    assert html_lib.unescape(str(SECTIONS[section][1])) in html_lib.unescape(page)

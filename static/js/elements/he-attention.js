@@ -8,7 +8,7 @@ import { detailKey, requestFromServer } from "../run-view.js";
 import { matrix, scroller, positionTexts, heatLegend } from "../lib/grid.js";
 import { resolveIndex } from "../lib/choose.js";
 import { FULL_TOKENS, decode, defaultHead, prefillMatrix } from "../lib/attention-view.js";
-import { fill, gettext, gettext_noop } from "../lib/i18n.js";
+import { fill, gettext, gettext_noop, sentences } from "../lib/i18n.js";
 
 const q = (t) => JSON.stringify(t?.text ?? "");
 /** A step's forward pass (step.forward), named in the reader's language where it is shown. */
@@ -150,12 +150,12 @@ class HeAttention extends SteppedElement {
       : "";
     const lastLine = m.blocks ? gettext("The last block puts its largest weight, %(weight)s, on %(key)s.")
       : gettext("The last position puts its largest weight, %(weight)s, on key %(key)s.");
-    return [
+    return sentences([
       fill(gettext("Measured on this run: layer %(layer)s, head %(head)s over the %(count)s-token prompt (%(note)s)."), { layer: L + 1, head: H, count: P, note: m.note }),
       why,
       fill(lastLine, { weight: fmt(last[best], 3), key: m.title(best) }),
       fill(gettext("Colour scaled to the largest weight here, %(max)s; hatched cells are masked (no weight: later positions); hover a cell for its weight."), { max: fmt(max, 3) }),
-    ].filter(Boolean).join(" ");
+    ].filter(Boolean));
   }
 
   #drawStep(state, ui) {
@@ -209,11 +209,11 @@ class HeAttention extends SteppedElement {
       ? gettext("Measured on this run: at step %(step)s the query for %(query)s (a %(forward)s pass) reads %(keys)s cached keys in layer %(layer)s across %(heads)s heads.")
       : gettext("Measured on this run: at step %(step)s the query for %(query)s (a %(forward)s pass) reads %(keys)s cached keys in layer %(layer)s (mean over heads; per-head strongest keys listed).");
     const forward = PASS[step.forward] ? gettext(PASS[step.forward]) : step.forward;
-    parts.push(caption([
+    parts.push(caption(sentences([
       fill(reads, { step: k, query, forward, keys: K, layer: L + 1, heads: H }),
       fill(gettext("Averaged over heads its largest weight is %(weight)s on %(key)s; the averaged row sums to %(sum)s."), { weight: fmt(meanRow[best], 3), key: key(best), sum: fmt(sum, 3) }),
       gettext("Hover a cell for its weight."),
-    ].join(" ")));
+    ])));
     ui.steps.replaceChildren(...parts);
   }
 

@@ -2,7 +2,7 @@
 // free rest, and the cache that speeds decoding inside the window without enlarging it.
 import { SteppedElement, define, el, caption, bytes } from "../lib/base-element.js";
 import { readout, hover, pct, int } from "../lib/widgets.js";
-import { fill, gettext, grouped, ngettext } from "../lib/i18n.js";
+import { fill, gettext, grouped, ngettext, sentences } from "../lib/i18n.js";
 
 /** "%(n)s position(s)" for `n`, in the reader's language. */
 const positions = (n) => fill(ngettext("%(n)s position", "%(n)s positions", n), { n: grouped(n) });
@@ -54,10 +54,10 @@ class HeContext extends SteppedElement {
     if (kv) {
       const now = n ? fill(gettext("KV cache after step %(step)s: %(positions)s, %(size)s (%(bytes)s bytes)."), { step: n, positions: positions(kv.seq_len), size: bytes(kv.bytes), bytes: int(kv.bytes) })
         : fill(gettext("KV cache after the prefill: %(positions)s, %(size)s (%(bytes)s bytes)."), { positions: positions(kv.seq_len), size: bytes(kv.bytes), bytes: int(kv.bytes) });
-      cache.append(el("p", { class: "he-kv-now" }, [now,
+      cache.append(el("p", { class: "he-kv-now" }, sentences([now,
         gettext("It keeps the keys and values of positions already read, so each step runs the model on one new position instead of the whole sequence: it speeds decoding inside the window."),
         fill(ngettext("It does not enlarge the window: a model cannot attend to more than %(n)s position, cached or not.",
-          "It does not enlarge the window: a model cannot attend to more than %(n)s positions, cached or not.", W), { n: grouped(W) })].join(" ")));
+          "It does not enlarge the window: a model cannot attend to more than %(n)s positions, cached or not.", W), { n: grouped(W) })])));
       hover(cache, `kv.seq_len = ${kv.seq_len}, kv.bytes = ${kv.bytes}, kv.context_window = ${kv.context_window}`, line, false);
     }
     cache.append(el("p", { class: "he-col-sub" }, windows.size === 1
@@ -84,8 +84,8 @@ function summary(rs, W, P, n, free) {
     ? ngettext("The prompt took %(prompt)s; after step %(step)s, %(n)s token was generated and %(free)s remain.",
       "The prompt took %(prompt)s; after step %(step)s, %(n)s tokens were generated and %(free)s remain.", n)
     : gettext("The prompt took %(prompt)s; after the prefill, %(n)s tokens were generated and %(free)s remain.");
-  return [ctx, fill(took, { prompt: int(P), step: n, n: int(n), free: int(free) }),
-    fill(gettext("The run ends with stop reason context_window if the sequence reaches %(window)s."), { window: int(W) })].join(" ");
+  return sentences([ctx, fill(took, { prompt: int(P), step: n, n: int(n), free: int(free) }),
+    fill(gettext("The run ends with stop reason context_window if the sequence reaches %(window)s."), { window: int(W) })]);
 }
 
 define("he-context", HeContext);

@@ -4,7 +4,7 @@ import { SteppedElement, define, el, caption, showPiece, heat, ink, fmt } from "
 import { unpack, row } from "../lib/packed.js";
 import { readout, hover } from "../lib/widgets.js";
 import { roving } from "../lib/pointer.js";
-import { fill, gettext, grouped, ngettext } from "../lib/i18n.js";
+import { fill, gettext, grouped, ngettext, sentences } from "../lib/i18n.js";
 
 class HeEmbeddings extends SteppedElement {
   render(state) {
@@ -64,13 +64,13 @@ class HeEmbeddings extends SteppedElement {
     const ids = new Set(tokens.map((t) => t.id));
     const scaled = emb.scale != null && emb.scale !== 1
       ? fill(gettext("Before layer 0 every row is multiplied by %(scale)s."), { scale: fmt(emb.scale, 3) }) : "";
-    this.root.replaceChildren(head, legend, table, line, caption([
+    this.root.replaceChildren(head, legend, table, line, caption(sentences([
       fill(ngettext("Measured on this run: %(n)s row read from a %(vocab)s × %(hidden)s table (%(ids)s distinct ids).",
         "Measured on this run: %(n)s rows read from a %(vocab)s × %(hidden)s table (%(ids)s distinct ids).", rows), { n: grouped(rows), vocab, hidden, ids: ids.size }),
       fill(gettext("Norms range %(low)s–%(high)s; colours scaled to the largest |value| shown, %(max)s."),
         { low: fmt(Math.min(...norms.data), 3), high: fmt(maxNorm, 3), max: fmt(maxAbs, 3) }),
       scaled, gettext("Hover or focus a cell for its value."),
-    ].filter(Boolean).join(" ")));
+    ].filter(Boolean))));
   }
 }
 

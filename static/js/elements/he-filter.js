@@ -2,7 +2,7 @@
 import { SteppedElement, define, el, caption, showPiece, fmt } from "../lib/base-element.js";
 import { mount, readout, hover, chip, textsOf, linkIds, int, forkRow } from "../lib/widgets.js";
 import { roving } from "../lib/pointer.js";
-import { fill, gettext, gettext_noop, grouped, ngettext } from "../lib/i18n.js";
+import { fill, gettext, gettext_noop, grouped, ngettext, sentences } from "../lib/i18n.js";
 
 const FILTERS = ["top_k", "top_p", "min_p"];
 const RULE = {  // called at render time: the rule in the reader's language
@@ -71,13 +71,13 @@ class HeFilter extends SteppedElement {
       el("p", { class: "he-big" }, fill(ngettext("%(survivors)s of %(n)s token can be drawn", "%(survivors)s of %(n)s tokens can be drawn", vocab),
         { survivors: int(left), n: grouped(vocab) })),
       list, line, forkRow(this, step, (last?.top || []).filter((x) => x.value != null).map((x) => ({ id: x.id, text: texts.get(x.id) }))),
-      caption([
+      caption(sentences([
         applied.length ? fill(gettext("Step %(step)s: this run applied %(filters)s."), { step: n, filters: applied.join(", ") })
           : fill(gettext("Step %(step)s: no filter was applied on this run."), { step: n }),
         gettext("Chips are the most likely candidates before each filter: kept ones stay, removed ones are struck out (their logit became −∞, so their probability is 0)."),
         fill(ngettext("After the last applied stage (%(stage)s) %(n)s token were left for the dice.", "After the last applied stage (%(stage)s) %(n)s tokens were left for the dice.", left),
           { stage: last ? last.name : gettext("none"), n: grouped(left) }),
-      ].join(" ")),
+      ])),
     );
   }
 }

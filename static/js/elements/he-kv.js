@@ -3,7 +3,7 @@
 import { SteppedElement, define, el, caption, bytes } from "../lib/base-element.js";
 import { mount, readout, hover, pct, int } from "../lib/widgets.js";
 import { roving } from "../lib/pointer.js";
-import { decimal, fill, gettext, gettext_noop, grouped, ngettext } from "../lib/i18n.js";
+import { decimal, fill, gettext, gettext_noop, grouped, ngettext, sentences } from "../lib/i18n.js";
 
 const DTYPE_BYTES = { float32: 4, float16: 2, bfloat16: 2, float64: 8, float8_e4m3fn: 1, float8_e5m2: 1, int8: 1, uint8: 1 };
 /** A step's forward pass (step.forward), named in the reader's language where it is shown. */
@@ -78,13 +78,13 @@ class HeKv extends SteppedElement {
       const mha = Math.round(kv.bytes * ratio);
       const gqa = el("div", { class: "he-gqa" });
       if (ratio > 1) {
-        gqa.append(el("p", {}, [
+        gqa.append(el("p", {}, sentences([
           fill(gettext("Grouped-query attention: %(query)s share %(kv)s (%(ratio)s query heads per KV head)."), {
             query: fill(ngettext("%(n)s query head", "%(n)s query heads", model.query_heads), { n: grouped(model.query_heads) }),
             kv: fill(ngettext("%(n)s KV head", "%(n)s KV heads", model.kv_heads), { n: grouped(model.kv_heads) }), ratio: fmtRatio(ratio) }),
           fill(gettext("With one KV head per query head the cache would be %(query)s/%(kv)s = %(ratio)s× larger = %(bytes)s bytes (%(size)s) instead of %(now)s."),
             { query: model.query_heads, kv: model.kv_heads, ratio: fmtRatio(ratio), bytes: int(mha), size: bytes(mha), now: int(kv.bytes) }),
-        ].join(" ")));
+        ])));
         for (const [label, b, cls] of [[gettext("GQA (this model)"), kv.bytes, "he-kvbar"], [gettext("one KV head per query head"), mha, "he-mhabar"]]) {
           const row = el("div", { class: "he-brow" });
           const track = el("div", { class: "he-btrack" });

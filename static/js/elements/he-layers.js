@@ -8,7 +8,7 @@ import { detailKey, requestFromServer } from "../run-view.js";
 import { resolveIndex } from "../lib/choose.js";
 import { readout, hover } from "../lib/widgets.js";
 import { roving } from "../lib/pointer.js";
-import { fill, gettext, grouped, ngettext } from "../lib/i18n.js";
+import { fill, gettext, grouped, ngettext, sentences } from "../lib/i18n.js";
 
 const SVG = "http://www.w3.org/2000/svg";
 const svg = (tag, attrs = {}, text) => {
@@ -75,14 +75,14 @@ class HeLayers extends SteppedElement {
     });
     const v = cols[sel].values;
     const grew = v[0] ? v[v.length - 1] / v[0] : NaN;
-    return [scroller(grid), this.#chart(v, name(sel)), caption([
+    return [scroller(grid), this.#chart(v, name(sel)), caption(sentences([
       fill(gettext("Measured on this run: the L2 norm of the residual stream at %(positions)s (%(prompt)s prompt, %(generated)s generated), "
         + "from the input through %(layers)s."), { positions: counted(ngettext("%(n)s position", "%(n)s positions", cols.length), cols.length),
         prompt: P, generated: cols.length - P, layers: layerCount(depth - 1) }),
       gettext("Each column is coloured relative to its own largest norm, on a log scale (so the small input norms still show)."),
       fill(gettext("Chart: %(name)s, from %(from)s to %(to)s (×%(growth)s)."), { name: name(sel), from: fmt(v[0], 3), to: fmt(v[v.length - 1], 3), growth: fmt(grew, 1) }),
       gettext("Click a column to chart it; hover for values."),
-    ].join(" "))];
+    ]))];
   }
 
   #chart(values, label) {
@@ -166,7 +166,7 @@ class HeLayers extends SteppedElement {
     const guess = { token: lastText != null ? JSON.stringify(lastText) : `id ${last.ids[0]}`, p: fmt(last.probs[0], 3),
       top: JSON.stringify(top?.text), top_p: fmt(top?.prob, 3) };
     const said = chosen && { token: JSON.stringify(chosen.text), layer: firstHit ? firstHit.layer + 1 : null };
-    return [controls, ...asked.line, scroller(table), line, caption([
+    return [controls, ...asked.line, scroller(table), line, caption(sentences([
       fill(gettext("Measured on this run (%(where)s): %(layers)s read through the final norm and output head."), {
         where: step ? fill(gettext("step %(step)s, position %(position)s"), { step: chosenStep, position: step.input.position }) : gettext("the prompt's last position"),
         layers: layerCount(lens.length) }),
@@ -175,7 +175,7 @@ class HeLayers extends SteppedElement {
       !said ? "" : fill(said.layer ? gettext("The chosen token %(token)s is first the top guess after layer %(layer)s (L%(layer)s).")
         : gettext("The chosen token %(token)s is never the top lens guess."), said),
       gettext("Hover a cell for the probability."),
-    ].join(" "))];
+    ]))];
   }
 
   /**

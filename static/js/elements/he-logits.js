@@ -2,7 +2,7 @@
 import { SteppedElement, define, el, caption, showPiece, fmt } from "../lib/base-element.js";
 import { mount, readout, hover, chip, pct, int, forkRow } from "../lib/widgets.js";
 import { roving } from "../lib/pointer.js";
-import { fill, gettext, gettext_noop, grouped, ngettext } from "../lib/i18n.js";
+import { fill, gettext, gettext_noop, grouped, ngettext, sentences } from "../lib/i18n.js";
 
 /** A step's forward pass (step.forward), named in the reader's language where it is shown. */
 const PASS = { prefill: gettext_noop("prefill"), decode: gettext_noop("decode") };
@@ -56,12 +56,12 @@ class HeLogits extends SteppedElement {
       el("p", { class: "he-big" }, fill(ngettext("one score for each of %(n)s token", "one score for each of %(n)s tokens", vocab),
         { n: vocab == null ? "–" : grouped(vocab) })),
       legend, chart, line, ...(step ? [forkRow(this, step, top)] : []),
-      caption([
+      caption(sentences([
         fill(gettext("%(where)s: the LM head produced %(count)s logits, one for each token of the vocabulary."), { where, count: int(vocab) }),
         fill(gettext("The %(count)s highest are shown, sorted by raw logit; together they hold %(p)s of the probability."), { count: top.length, p: pct(shownMass) }),
         top.some((t) => t.id === chosen) ? fill(gettext("Outlined: the token this step chose (id %(id)s)."), { id: chosen })
           : chosen != null ? fill(gettext("This step chose id %(id)s, outside these %(count)s."), { id: chosen, count: top.length }) : "",
-      ].join(" ")),
+      ])),
     );
   }
 }

@@ -2,7 +2,7 @@
 // runState.checks.causal_mask {passed, data: {change_at, original, replacement, max_abs_change[], earlier_unchanged}}.
 import { SteppedElement, define, el, caption, showPiece, fmt } from "../lib/base-element.js";
 import { matrix, scroller, fillParts } from "../lib/grid.js";
-import { fill, gettext, grouped, ngettext } from "../lib/i18n.js";
+import { fill, gettext, grouped, ngettext, sentences } from "../lib/i18n.js";
 
 class HeMask extends SteppedElement {
   render(state) {
@@ -46,12 +46,12 @@ class HeMask extends SteppedElement {
     legend.append(el("span", { class: "swatch open" }, gettext("may read")), el("span", { class: "swatch masked" }, gettext("masked")));
 
     const above = size * (size - 1) / 2;
-    const parts = [head, legend, scroller(grid), caption([
+    const parts = [head, legend, scroller(grid), caption(sentences([
       win != null ? fill(gettext("Measured on this run: row q may read keys 0…q; the %(cells)s cells above the diagonal are masked, "
         + "and so are keys more than %(window)s back."), { cells: above, window: win })
         : fill(gettext("Measured on this run: row q may read keys 0…q; the %(cells)s cells above the diagonal are masked."), { cells: above }),
       gettext("Hover a cell for its query and key."),
-    ].join(" "))];
+    ]))];
     parts.push(...this.#check(state.checks?.causal_mask, tokens));
     this.root.replaceChildren(...parts);
   }
@@ -82,7 +82,7 @@ class HeMask extends SteppedElement {
       check.passed ? gettext("Passed: nothing before the change moved.") : gettext("Failed: an earlier position changed."));
     const before = moved.slice(0, at).filter(Number.isFinite);
     const maxBefore = before.length ? Math.max(...before) : 0;
-    return [title, verdict, scroller(bars), caption([
+    return [title, verdict, scroller(bars), caption(sentences([
       fill(gettext("Measured on this run: the token at position %(position)s was replaced (%(original)s id %(original_id)s → "
         + "%(replacement)s id %(replacement_id)s) and the prompt run again."), { position: at,
         original: String(JSON.stringify(original?.text)), original_id: String(original?.id),
@@ -91,7 +91,7 @@ class HeMask extends SteppedElement {
         : gettext("Largest change before position %(position)s: %(before)s; at and after it: up to %(max)s."),
       { position: at, before: fmt(maxBefore, 6), max: fmt(max, 4) }),
       gettext("Bars: max |Δ| of each position's final hidden state."),
-    ].join(" "))];
+    ]))];
   }
 }
 

@@ -6,7 +6,7 @@ import { unpack, at, row } from "../lib/packed.js";
 import { readout, hover } from "../lib/widgets.js";
 import { roving } from "../lib/pointer.js";
 import { fillParts } from "../lib/grid.js";
-import { fill, gettext, grouped, ngettext } from "../lib/i18n.js";
+import { fill, gettext, grouped, ngettext, sentences } from "../lib/i18n.js";
 
 const SVG = "http://www.w3.org/2000/svg";
 const svg = (tag, attrs) => {
@@ -84,13 +84,13 @@ class HePositions extends SteppedElement {
     const scroll = el("div", { class: "he-scroll tall", tabindex: "0", role: "region", "aria-label": gettext("rotation angles (scrollable)") });
     scroll.append(grid);
     const fast = step[0], slow = step[nf - 1];
-    this.root.replaceChildren(head, scroll, line, caption([
+    this.root.replaceChildren(head, scroll, line, caption(sentences([
       fill(gettext("Measured on this run: angles for %(positions)s × %(pairs)s frequency pairs."),
         { positions: counted(ngettext("%(n)s position", "%(n)s positions", count), count), pairs: nf }),
       ...(count > 1 ? [fill(gettext("The fastest pair shown turns %(fast)s rad per position, the slowest %(slow)s rad, "
         + "so nearby positions differ in the fast pairs and distant ones in the slow pairs."), { fast: fmt(fast, 3), slow: fmt(slow, 5) })] : []),
       gettext("The grey line is angle 0 (position 0); hover a dial for its angle."),
-    ].join(" ")));
+    ])));
   }
 
   #learned(learned, tokens) {
@@ -114,11 +114,11 @@ class HePositions extends SteppedElement {
       table.append(line);
     }
     roving(table.querySelectorAll(".he-cell"), { columns: dims });
-    this.root.replaceChildren(head, table, line, caption([
+    this.root.replaceChildren(head, table, line, caption(sentences([
       fill(gettext("Measured on this run: the position vectors for positions 0–%(last)s, first %(dims)s dims; colours scaled to ±%(max)s."),
         { last: count - 1, dims, max: fmt(maxAbs, 3) }),
       gettext("Hover a cell for its value."),
-    ].join(" ")));
+    ])));
   }
 }
 

@@ -3,7 +3,7 @@
 import { SteppedElement, define, el, caption, bytes, fmt } from "../lib/base-element.js";
 import { readout, pct, int } from "../lib/widgets.js";
 import { MeasuredElement, stats, bars } from "../lib/measure.js";
-import { fill, gettext, gettext_noop, grouped, ngettext } from "../lib/i18n.js";
+import { fill, gettext, gettext_noop, grouped, ngettext, sentences } from "../lib/i18n.js";
 
 class HeQuant extends MeasuredElement {
   static what = "quantize";
@@ -48,13 +48,13 @@ class HeQuant extends MeasuredElement {
         [gettext("greedy reply"), data.greedy_tokens_identical ? gettext("identical") : gettext("different"),
           fill(gettext("greedy_tokens_identical = %(value)s: each model decoding freely"), { value: raw("greedy_tokens_identical") })],
       ], line),
-      el("p", {}, [
+      el("p", {}, sentences([
         fill(ngettext("%(n)s linear layer were stored as int%(bits)s with one scale per output channel.",
           "%(n)s linear layers were stored as int%(bits)s with one scale per output channel.", data.quantized_layers),
         { n: Number.isFinite(Number(data.quantized_layers)) && data.quantized_layers != null ? grouped(data.quantized_layers) : "–", bits }),
         fill(gettext("LM head: %(head)s."), { head: String(data.lm_head) }),
         ...(/tied/.test(data.lm_head) ? [gettext("It shares its matrix with the embedding table, which stays in float, so the head does too.")] : []),
-      ].join(" ")),
+      ])),
       line,
       caption(`${fill(data.measured_at
         ? gettext("Measured at %(time)s (UTC) on this server's model: weight-only int%(bits)s quantization of a copy (the original is untouched), "

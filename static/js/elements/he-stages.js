@@ -4,7 +4,7 @@ import { SteppedElement, define, el, caption, showPiece, fmt } from "../lib/base
 import { requestFromServer } from "../run-view.js";
 import { mount, readout, hover, chip, textsOf, linkIds, pct, int } from "../lib/widgets.js";
 import { roving } from "../lib/pointer.js";
-import { gettext, gettext_noop, ngettext, fill, decimal, grouped } from "../lib/i18n.js";
+import { decimal, fill, gettext, gettext_noop, grouped, ngettext, sentences } from "../lib/i18n.js";
 
 const WHAT = {
   repetition_penalty: gettext_noop("divides positive logits of tokens already in the sequence"),
@@ -108,7 +108,7 @@ class HeStages extends SteppedElement {
 
     const off = stages.filter((s) => !s.applied).map((s) => s.name);
     body.replaceChildren(pipe, whatIfBox(step, re, pending, t, runT), cols, line,
-      caption([
+      caption(sentences([
         fill(off.length ? gettext("Step %(step)s: the %(vocab)s raw logits went through %(stages)s stages in transformers' order (off on this run: %(off)s), then softmax.")
           : gettext("Step %(step)s: the %(vocab)s raw logits went through %(stages)s stages in transformers' order (all applied), then softmax."),
         { step: n, vocab: int(vocab), stages: stages.length, off: off.join(", ") }),
@@ -117,7 +117,7 @@ class HeStages extends SteppedElement {
         gettext("A struck-out row was removed (its logit became −∞); shaded: the chosen token."),
         re ? fill(gettext("Showing the server's re-run at temperature %(t)s, not the run itself."), { t: String(re.params.temperature) })
           : fill(gettext("This run used temperature %(t)s."), { t: String(runT) }),
-      ].join(" ")));
+      ])));
   }
 }
 

@@ -5,7 +5,7 @@
 import { SteppedElement, define, el, caption, bytes, fmt } from "../lib/base-element.js";
 import { readout, hover, int } from "../lib/widgets.js";
 import { Measure, stats, bars, lineChart, legend, ms } from "../lib/measure.js";
-import { gettext, gettext_noop, ngettext, fill, grouped } from "../lib/i18n.js";
+import { fill, gettext, gettext_noop, grouped, ngettext, sentences } from "../lib/i18n.js";
 
 const KINDS = {
   tokenize: ["he-t-tok", gettext_noop("template + tokenizer")],
@@ -255,13 +255,13 @@ class HeTimeline extends SteppedElement {
       ], line),
       el("p", { class: "he-col-sub" }, gettext("Arithmetic intensity: FLOPs done per byte of weights read (2 × parameters per token):")),
       bars(intensity, line),
-      el("p", {}, [
+      el("p", {}, sentences([
         fill(gettext("A decode step does about %(intensity)s floating-point operations per byte of weights it reads: every weight is fetched from memory "
           + "to produce a single token."), { intensity: fmt(data.decode_intensity, 2) }),
         fill(gettext("A prefill of %(tokens)s reuses each fetched weight %(times)s (%(intensity)s per byte)."),
           { tokens: tokens(L), times: count(L, ngettext("%(n)s time", "%(n)s times", L)), intensity: fmt(data.prefill_intensity[L], 1) }),
         gettext("Processors can do far more arithmetic per byte than decode asks of them, so decode spends its time waiting on memory: it is memory-bound, and prefill is compute-bound."),
-      ].join(" ")),
+      ])),
       line,
       caption(`${gettext("Measured on this server's model: for each prompt length, one timed prefill over random tokens and then one decode step (after a warm-up pass).")} `
         + gettext("Intensity is computed from the model's size, not timed.")));

@@ -54,6 +54,11 @@ export function fill(text, values) {
   return text.replace(/%\((\w+)\)s/g, (_, name) => String(values[name] ?? ""));
 }
 
+/** Translated sentences as one paragraph: a space between them, none after a full-width stop (Chinese "。"). */
+export function sentences(parts) {
+  return parts.reduce((text, part, i) => (i === 0 ? String(part) : `${text}${/[。！？；：，）」]$/u.test(text) ? "" : " "}${part}`), "");
+}
+
 /** Runs `draw` with strings and numbers in `lang` (a diagram's own language); returns what `draw` returns. */
 export function inLanguage(lang, draw) {
   const before = current;
