@@ -112,7 +112,7 @@ class HeKvcalc extends SteppedElement {
     const scroll = el("div", { class: "he-scroll capped he-wide-table", tabindex: "0", role: "region", "aria-label": gettext("KV cache sizes (scrollable)") });
     scroll.append(table);
 
-    const formulaNote = fill(gettext("Formula: %(formula)s, in %(dtype)s (%(size)s bytes per element)."), { formula: data.formula, dtype: data.dtype, size: DTYPE_BYTES[data.dtype] ?? "?" });
+    const formulaNote = fill(gettext("Formula: %(formula)s, in %(dtype)s (%(size)s bytes per element)."), { formula: gettext("2 (K and V) x layers x KV heads x head dim x bytes per element"), dtype: data.dtype, size: DTYPE_BYTES[data.dtype] ?? "?" });
     const parts = [el("p", { class: "he-scroll-hint" }, gettext("Scroll the table sideways for every column.")), scroll,
       el("p", { class: "he-col-sub" }, `${formulaNote} ${gettext("Greyed totals exceed the model's context window.")}`)];
     if (opt) {
