@@ -13,7 +13,7 @@ import { addControl, el } from "./lib/base-element.js";
 import { addExportBar, sourceOfFeed } from "./export-bar.js";
 import { STEPPED, authorCaption, captionOn, controlsOf, resolveStep } from "./lib/choose.js";
 import { followPageTheme } from "./lib/page-theme.js";
-import { fill, gettext, gettext_noop, hasLanguage, inLanguage, loadCatalog } from "./lib/i18n.js";
+import { fill, gettext, gettext_noop, hasLanguage, inLanguage, languageOf, loadCatalog } from "./lib/i18n.js";
 
 const ORIGIN = new URL(import.meta.url).origin;
 const ELEMENTS = SECTIONS.map((section) => `he-${section}`);
@@ -36,9 +36,6 @@ function injectStyles() {
   document.head.append(el("link", { rel: "stylesheet", href: new URL("../css/embed.css", import.meta.url).href }));
 }
 
-/** An element's language: its own `lang`, else its page's (the element may not be upgraded yet). */
-const langOf = (element) => element.closest("[lang]")?.getAttribute("lang") || null;
-
 // ---- captions, the live prompt box and the step scrubber: inside the element's shadow root (addControl) ----
 
 /** The line under an embedded diagram: what it shows, and a link to the full article. */
@@ -51,7 +48,7 @@ function addCaption(element, feed) {
   const section = anchorOf(element.localName.slice(3));
   addControl(element, caption, "below");
   const own = authorCaption(element.getAttribute("caption"));
-  const update = () => inLanguage(langOf(element), () => {
+  const update = () => inLanguage(languageOf(element), () => {
     link.textContent = gettext("Hit Enter — full article");
     caption.dataset.state = feed.phase;
     // The author's words replace the script's, except when the reader must know the run is not coming.
@@ -77,7 +74,7 @@ function addPromptBox(element, feed) {
   form.append(input, play, stop);
   form.addEventListener("submit", (event) => { event.preventDefault(); feed.start(input.value); });
   stop.addEventListener("click", () => feed.stop());
-  const update = () => inLanguage(langOf(element), () => {
+  const update = () => inLanguage(languageOf(element), () => {
     const phase = feed.phase;
     input.setAttribute("aria-label", gettext("Prompt"));
     stop.textContent = gettext("Stop");
@@ -100,7 +97,7 @@ function addScrubber(element, feed) {
   const box = el("div", { class: "he-embed-scrubber" });
   box.append(label, out);
   input.addEventListener("input", () => element.setAttribute("step", input.value));
-  const update = () => inLanguage(langOf(element), () => {
+  const update = () => inLanguage(languageOf(element), () => {
     word.textContent = `${gettext("Step:")} `; // the scrubber's label ("Step" alone is the article's Step button)
     input.setAttribute("aria-label", gettext("Step:"));
     const steps = feed.state.steps;
@@ -191,7 +188,7 @@ function drive(element) {
   const caption = captionOn(element.getAttribute("caption")) ? addCaption(element, feed) : null;
   followHealth(element, feed, { scrubber, bar, caption });
   // Its own language (lang=, else the page's): drawn in English until that language's words are in, then again.
-  const lang = langOf(element);
+  const lang = languageOf(element);
   if (lang && !hasLanguage(lang)) {
     loadCatalog(ORIGIN, lang).then((ok) => { if (ok) for (const node of [form, scrubber, caption]) node?.heUpdate?.(); });
   }

@@ -73,7 +73,7 @@ def test_the_client_and_replay_join_what_the_server_split(tmp_path, bundled_pref
     node = shutil.which("node")
     if node is None:
         pytest.fail("node is needed to run the client's reassembly (apt install nodejs)")
-    for name in ("client.js", "replay.js", "run-view.js", "lib/plural.js", "lib/i18n.js"):
+    for name in ("client.js", "replay.js", "run-view.js", "lib/i18n.js"):
         (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy(JS / name, tmp_path / name)
     (tmp_path / "package.json").write_text('{"type": "module"}')

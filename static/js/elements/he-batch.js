@@ -3,7 +3,7 @@
 import { SteppedElement, define, el, caption, fmt } from "../lib/base-element.js";
 import { readout, hover, int } from "../lib/widgets.js";
 import { MeasuredElement, bars } from "../lib/measure.js";
-import { fill, gettext, grouped, ngettext } from "../lib/i18n.js";
+import { fill, gettext, gettext_noop, grouped, ngettext } from "../lib/i18n.js";
 
 /** A logit difference: exactly 0, or in scientific notation (they are tiny). */
 function diff(x) {
@@ -13,12 +13,10 @@ function diff(x) {
 
 class HeBatch extends MeasuredElement {
   static what = "batch";
-  static get label() { return gettext("Measure batching on this server"); }
+  static label = gettext_noop("Measure batching on this server"); // translated where drawn (MeasuredElement)
   static attr = "batchSizes";
-  static get idle() {
-    return gettext("Press the button: the server decodes your prompt (or the article's, before you run one) "
-      + "alone and in batches of 2, 4 and 8 with other prompts, greedily, and compares.");
-  }
+  static idle = gettext_noop("Press the button: the server decodes your prompt (or the article's, before you run one) "
+    + "alone and in batches of 2, 4 and 8 with other prompts, greedily, and compares.");
 
   /** The live line: how many visitors' steps shared the forward pass of the step the page shows. */
   render(rs) {

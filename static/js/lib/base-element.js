@@ -1,7 +1,7 @@
 // The base of every diagram: data comes in through a property, rendering happens only on screen.
 // Model text is untrusted: elements build DOM with textContent, never innerHTML with model data.
 import { resolveStep, controlsOf, applyControls } from "./choose.js";
-import { decimal, grouped, hasLanguage, inLanguage, loadCatalog } from "./i18n.js";
+import { decimal, grouped, hasLanguage, inLanguage, languageOf, loadCatalog } from "./i18n.js";
 
 /**
  * The page's one "current step", shared by every diagram (the article's step bar, step-bar.js, moves it).
@@ -148,7 +148,7 @@ export class SteppedElement extends HTMLElement {
   }
 
   /** The language this diagram's words and numbers are in: its own `lang`, else its page's (lib/i18n.js). */
-  get language() { return this.closest("[lang]")?.getAttribute("lang") || null; }
+  get language() { return languageOf(this); }
 
   #renderNow() {
     this.#dirty = false;

@@ -15,6 +15,9 @@ const base = (lang) => String(lang || "en").toLowerCase().split(/[-_]/)[0];
 /** The page's language: <html lang>. */
 export const pageLanguage = globalThis.document?.documentElement?.lang || "en";
 
+/** A node's language: its own `lang`, else its nearest ancestor's (the page's <html lang>), else null. */
+export function languageOf(node) { return node.closest("[lang]")?.getAttribute("lang") || null; }
+
 /** The language strings and numbers are in right now: the rendering element's, else the page's. */
 export function language() { return current ?? pageLanguage; }
 
