@@ -4,7 +4,10 @@ from __future__ import annotations
 import json
 import math
 
+from django.utils.functional import cached_property
+
 from explainer.messages import error_payload
+from explainer.words import in_language, scope_language
 from inference.wire.framing import strict_text
 
 CLIENT_TYPES = ("start", "pause", "resume", "step", "stop", "fork", "detail", "retemper", "measure", "ack", "follow",
@@ -60,11 +63,15 @@ class ReleasedOnExit:
 
 
 class StrictJson:
-    """Mixin for Channels' JSON consumers: every frame they send is encoded by encode_frame."""
+    """Mixin for Channels' JSON consumers: every frame they send is in the socket's language (explainer/words.py:
+    `?lang=` on its URL, else Accept-Language) and encoded by encode_frame."""
 
-    @classmethod
-    async def encode_json(cls, content):
-        return encode_frame(content)
+    @cached_property
+    def language(self) -> str:
+        return scope_language(self.scope)
+
+    async def encode_json(self, content):
+        return encode_frame(in_language(content, self.language))
 
 
 def parse_frame(text: str | None, binary: bytes | None, max_bytes: int, types: tuple[str, ...] = CLIENT_TYPES) -> dict:

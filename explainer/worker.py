@@ -24,6 +24,7 @@ from explainer.services.workshop import room_stats
 from explainer.services.admission.capacity import generating
 from explainer.services.admission.start_queue import local_queue, run_lengths
 from explainer.services.run.visitor_run import VisitorRun, refusal
+from explainer.words import packed_message
 
 log = logging.getLogger(__name__)
 
@@ -39,6 +40,7 @@ class VisitorSlot:
         self.task = asyncio.create_task(self._serve())
 
     async def send(self, frame: dict) -> None:
+        frame = packed_message(frame)  # the socket's Daphne says its sentences in the visitor's language
         if frame.get("type") == "status":
             frame = {**frame, "worker": self.worker.name}  # which worker runs this session (docs/deploy.md)
         await self.worker.reply(self.reply, {"type": "worker.frame", "frame": frame, "worker": self.worker.name,

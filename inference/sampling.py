@@ -22,6 +22,7 @@ from transformers import (
 )
 
 from .capture import ranked_topk
+from .wire.said import said
 
 STAGE_TOP_N = 10  # candidates recorded after each stage
 MAX_SEED = 2**63 - 1
@@ -35,7 +36,7 @@ class ParamError(ValueError):
     """A sampling parameter outside its allowed range; names the field."""
 
     def __init__(self, field_name: str, message: str, code: str = "invalid_param"):
-        super().__init__(f"{field_name}: {message}")
+        super().__init__(said("%(field)s: %(problem)s", field=field_name, problem=message))
         self.field, self.message, self.code = field_name, message, code
 
 
@@ -59,7 +60,8 @@ class SamplingParams:
         known = {f.name for f in fields(cls)}
         unknown = sorted(set(data) - known)
         if unknown:
-            raise ParamError(unknown[0], f"unknown parameter; allowed: {', '.join(sorted(known))}", "unknown_param")
+            raise ParamError(unknown[0], said("unknown parameter; allowed: %(names)s", names=", ".join(sorted(known))),
+                             "unknown_param")
         if "stop" in data:
             data["stop"] = _stop_strings(data["stop"])
         if "max_new_tokens" not in data and max_new_tokens_cap is not None:  # the default must not exceed the cap
@@ -74,8 +76,8 @@ class SamplingParams:
     def validate(self, max_new_tokens_cap: int | None = None) -> None:
         _number("temperature", self.temperature, 0.0, 2.0)
         if 0 < self.temperature < MIN_TEMPERATURE:
-            raise ParamError("temperature", f"must be 0 (greedy) or in [{MIN_TEMPERATURE:g}, 2], got {self.temperature!r}",
-                             "out_of_range")
+            raise ParamError("temperature", said("must be 0 (greedy) or in [%(low)s, 2], got %(got)s", low=MIN_TEMPERATURE,
+                                                 got=self.temperature), "out_of_range")
         _integer("top_k", self.top_k, 0, None)
         _number("top_p", self.top_p, 0.0, 1.0, low_open=True)
         _number("min_p", self.min_p, 0.0, 1.0)
@@ -104,32 +106,38 @@ def with_fresh_seed(params: dict) -> dict:
 
 def _number(name: str, value, low: float, high: float, low_open: bool = False) -> None:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise ParamError(name, f"must be a number, not {type(value).__name__}", "wrong_type")
+        raise ParamError(name, said("must be a number, not %(kind)s", kind=type(value).__name__), "wrong_type")
     if (isinstance(value, float) and not math.isfinite(value)) or value > high or value < low or (low_open and value == low):
-        bracket = "(" if low_open else "["
-        raise ParamError(name, f"must be in {bracket}{low:g}, {high:g}], got {value!r}", "out_of_range")
+        bounds = dict(low=_short(low), high=_short(high), got=value)
+        raise ParamError(name, said("must be in (%(low)s, %(high)s], got %(got)s", **bounds) if low_open
+                         else said("must be in [%(low)s, %(high)s], got %(got)s", **bounds), "out_of_range")
 
 
 def _integer(name: str, value, low: int, high: int | None) -> None:
     if isinstance(value, bool) or not isinstance(value, int):
-        raise ParamError(name, f"must be an integer, not {type(value).__name__}", "wrong_type")
+        raise ParamError(name, said("must be an integer, not %(kind)s", kind=type(value).__name__), "wrong_type")
     if value < low or (high is not None and value > high):
-        allowed = f"[{low}, {high}]" if high is not None else f">= {low}"
-        raise ParamError(name, f"must be {allowed}, got {value}", "out_of_range")
+        raise ParamError(name, said("must be [%(low)s, %(high)s], got %(got)s", low=low, high=high, got=value)
+                         if high is not None else said("must be >= %(low)s, got %(got)s", low=low, got=value), "out_of_range")
+
+
+def _short(bound: float) -> float | int:
+    """A bound as people write it: 2, not 2.0."""
+    return int(bound) if float(bound).is_integer() else bound
 
 
 def _stop_strings(value) -> tuple[str, ...]:
     if isinstance(value, str):
         value = [value]
     if not isinstance(value, (list, tuple)) or len(value) > 4:
-        raise ParamError("stop", "must be a list of at most 4 strings", "wrong_type")
+        raise ParamError("stop", said("must be a list of at most 4 strings"), "wrong_type")
     for item in value:
         if not isinstance(item, str) or not 1 <= len(item) <= 64:
-            raise ParamError("stop", "each stop string must be 1 to 64 characters", "out_of_range")
+            raise ParamError("stop", said("each stop string must be 1 to 64 characters"), "out_of_range")
         try:
             item.encode("utf-8")
         except UnicodeEncodeError:  # a lone surrogate ("\\ud800" in JSON) can never appear in decoded text
-            raise ParamError("stop", "stop strings must be valid Unicode (no lone surrogates)", "invalid_value") from None
+            raise ParamError("stop", said("stop strings must be valid Unicode (no lone surrogates)"), "invalid_value") from None
     return tuple(value)
 
 

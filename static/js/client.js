@@ -12,6 +12,8 @@
 // before the server's window of 32 fills) and after ACK_IDLE_MS of quiet. A page that falls behind makes
 // the server pause the run instead of queueing.
 
+import { pageLanguage, withLanguage } from "./lib/i18n.js";
+
 const MIN_DELAY_MS = 500;
 const MAX_DELAY_MS = 15000;
 const ACK_EVERY = 8;
@@ -20,7 +22,7 @@ const ACK_MIN_INTERVAL_MS = 100;
 const ACK_IDLE_MS = 250;
 
 export function sessionUrl(loc = window.location) {
-  return `${loc.protocol === "https:" ? "wss" : "ws"}://${loc.host}/ws/session/`;
+  return withLanguage(`${loc.protocol === "https:" ? "wss" : "ws"}://${loc.host}/ws/session/`, pageLanguage);
 }
 
 export class SessionClient extends EventTarget {

@@ -5,7 +5,7 @@ import { errorWords } from "./error-words.js";
 import { RunView, prefillText } from "./run-view.js";
 import { SessionClient } from "./client.js";
 import { fetchJson, joinParts } from "./replay.js";
-import { fill, gettext, grouped, ngettext } from "./lib/i18n.js";
+import { fill, gettext, grouped, languageOf, ngettext, withLanguage } from "./lib/i18n.js";
 
 /** The article's diagrams that can be embedded: the element of section S is <he-S>. */
 export const SECTIONS = [
@@ -159,8 +159,9 @@ export class ReplayFeed extends Feed {
 
 /** A live session of its own on the server's /ws/embed/, opened on the first start (not on page load). */
 export class LiveFeed extends Feed {
-  constructor(origin, prompt, params) {
+  constructor(origin, prompt, params, lang = null) {
     super(origin);
+    this.lang = lang; // the server's own sentences (an error's detail, a busy reason) in the first element's language
     this.prompt = prompt;
     this.params = params;
     this.client = null;
@@ -187,7 +188,7 @@ export class LiveFeed extends Feed {
 
   get articleUrl() { return `${this.origin}/`; }
 
-  get socketUrl() { return `${this.origin.replace(/^http/, "ws")}/ws/embed/`; }
+  get socketUrl() { return withLanguage(`${this.origin.replace(/^http/, "ws")}/ws/embed/`, this.lang); }
 
   /** Run the model on `prompt` (this feed's own prompt by default). */
   start(prompt = this.prompt) {
@@ -283,7 +284,7 @@ export class FeedRegistry {
     if (!element.hasAttribute("prompt")) return null;
     const prompt = element.getAttribute("prompt");
     const params = paramsOf(element);
-    return this.#get(`live:${JSON.stringify([prompt, params])}`, () => new LiveFeed(this.origin, prompt, params));
+    return this.#get(`live:${JSON.stringify([prompt, params])}`, () => new LiveFeed(this.origin, prompt, params, languageOf(element)));
   }
 
   #get(key, make) {

@@ -2,7 +2,7 @@
 // (docs/protocol.md, "Workshop mode"). Everything from the server is drawn with textContent.
 
 import { bindQuiz, quizOpen, renderQuiz } from "./host-quiz.js";
-import { decimal, fill, gettext, grouped, ngettext } from "./lib/i18n.js";
+import { decimal, fill, gettext, grouped, ngettext, pageLanguage, withLanguage } from "./lib/i18n.js";
 
 const $ = (sel) => document.querySelector(sel);
 const INT_FIELDS = new Set(["top_k", "max_new_tokens", "seed", "max_sessions"]);
@@ -19,7 +19,7 @@ let received = 0;   // messages read on this socket: acked so the broadcast neve
 const ACK_EVERY = 8;
 
 function hostUrl(loc = window.location) {
-  return `${loc.protocol === "https:" ? "wss" : "ws"}://${loc.host}/ws/host/`;
+  return withLanguage(`${loc.protocol === "https:" ? "wss" : "ws"}://${loc.host}/ws/host/`, pageLanguage);
 }
 
 function send(msg) {

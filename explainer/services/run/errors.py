@@ -12,6 +12,7 @@ from inference.ondemand import DetailError
 from explainer.messages import error_payload
 from inference.prompting import PromptError
 from inference.sampling import ParamError
+from inference.wire.said import said, told
 
 log = logging.getLogger("explainer.services.run.visitor_run")
 ENGINE_ERRORS = (ParamError, PromptError, DetailError, SessionError, NotKept)
@@ -21,14 +22,14 @@ OUT_OF_MEMORY = (MemoryError, torch.OutOfMemoryError)
 def as_error(exc: Exception) -> dict:
     """Engine exceptions carry a code and a field; everything else is a model error."""
     if isinstance(exc, NotKept):
-        return error_payload("not_kept", str(exc), "step")
+        return error_payload("not_kept", told(exc), "step")
     if isinstance(exc, ProtocolError):
         return exc.as_message()
     if isinstance(exc, ENGINE_ERRORS):
-        return error_payload(getattr(exc, "code", "invalid_value"), str(exc), getattr(exc, "field", None))
+        return error_payload(getattr(exc, "code", "invalid_value"), told(exc), getattr(exc, "field", None))
     if isinstance(exc, OUT_OF_MEMORY):
-        return error_payload("out_of_memory", "the server ran out of memory for this run; try a shorter prompt or fewer new tokens")
-    return error_payload("model_error", f"the model failed: {exc.__class__.__name__}")
+        return error_payload("out_of_memory", said("the server ran out of memory for this run; try a shorter prompt or fewer new tokens"))
+    return error_payload("model_error", said("the model failed: %(exception)s", exception=exc.__class__.__name__))
 
 
 def refusal(exc: Exception) -> dict:

@@ -24,6 +24,7 @@ from explainer.services.run import placement
 from explainer.services.run.visitor_run import MAX_ACK
 from explainer.services.workshop import asking, policy, quiz
 from explainer.services.workshop.following import GROUP
+from explainer.words import packed_message
 
 log = logging.getLogger(__name__)
 HOST_LEFT = "host_left"  # the broadcast's stop_reason when it ended because the host was gone too long
@@ -129,7 +130,7 @@ class BroadcastRelay:
                 self.broadcast.summary["state"] = "busy"
                 await self.publish(replaces=self.broadcast.id)
             return
-        frame = json_object(encode_frame(frame))
+        frame = json_object(encode_frame(packed_message(frame)))  # each page says its sentences in its language
         if frame["type"] == "error":  # a refusal of the host's verb, or the run's failure: the host's to read
             await self._to_host(frame)  # (the room reads the run's state from the status that follows a failure)
             if frame.get("code") in RUN_FAILURES and self.broadcast.summary.get("state") != "finished":

@@ -18,6 +18,14 @@ export const pageLanguage = globalThis.document?.documentElement?.lang || "en";
 /** A node's language: its own `lang`, else its nearest ancestor's (the page's <html lang>), else null. */
 export function languageOf(node) { return node.closest("[lang]")?.getAttribute("lang") || null; }
 
+/** `url` asking the server for its own sentences (errors, busy reasons, statuses) in `lang`: `?lang=` (explainer/words.py). */
+export function withLanguage(url, lang) {
+  if (!lang) return url;
+  const u = new URL(url, globalThis.location?.href);
+  u.searchParams.set("lang", lang);
+  return u.href;
+}
+
 /** The language strings and numbers are in right now: the rendering element's, else the page's. */
 export function language() { return current ?? pageLanguage; }
 
