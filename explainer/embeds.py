@@ -16,6 +16,7 @@ from django.views.i18n import JSONCatalog
 
 from explainer.models import RecordedRun
 from explainer.services import recordings, slices
+from explainer.words import in_language
 
 # section slug (the element is <he-SLUG>) -> (the article's anchor, the section's title)
 SECTIONS = {
@@ -158,7 +159,8 @@ def embed_static(request, section: str):
     try:
         recording = recording_of(request, attributes, section)
     except recordings.RecordingError as exc:  # a named page, as the replay page gives
-        return render(request, "recording_error.html", {"error": exc}, status=exc.status)
+        error = in_language(exc.as_dict(), translation.get_language())["error"]  # its sentence in the page's language
+        return render(request, "recording_error.html", {"error": error}, status=exc.status)
     theme = embed_theme(request.GET)
     return render(request, "embed_static.html", {
         "section": section, "title": SECTIONS[section][1], "assets": assets, "theme": theme,

@@ -18,6 +18,7 @@ from channels.generic.websocket import AsyncJsonWebsocketConsumer
 from django.conf import settings
 from django.core.cache import cache
 from django.shortcuts import redirect, render
+from django.utils import translation
 from django.utils.safestring import mark_safe
 from django.views.decorators.http import require_http_methods
 
@@ -31,6 +32,8 @@ from explainer.services.workshop import policy, presence
 from explainer.services.run.visitor_run import refusal
 from explainer.services.workshop import away, quiz
 from explainer.services.workshop.relay import Broadcast, BroadcastRelay, announce
+from explainer.words import say
+from inference.wire.said import said
 
 log = logging.getLogger(__name__)
 SESSION_FLAG = policy.HOST_SESSION_FLAG
@@ -97,14 +100,14 @@ def _log_in(request):
     """The password, with a per-address backoff kept in the shared cache (Redis across processes): a
     guesser elsewhere never locks the host out, and one behind the same NAT is answered by the console's link."""
     if wait := LOGIN.wait(request):
-        return render(request, "host.html", {"error": f"Too many wrong passwords from this address: wait {wait:.0f} s, "
-                                             "or open the one-time host link printed by `make workshop`."}, status=429)
+        return _refused(request, said("Too many wrong passwords from this address: wait %(wait)s s, or open the "
+                                      "one-time host link printed by `make workshop`.", wait=f"{wait:.0f}"), 429)
     given = request.POST.get("password", "")
     if hmac.compare_digest(given.encode(), settings.EXPLAINER_HOST_PASSWORD.encode()):
         LOGIN.succeeded(request)
         return _become_host(request)
     LOGIN.failed(request)
-    return render(request, "host.html", {"error": "Wrong password."}, status=403)
+    return _refused(request, said("Wrong password."), 403)
 
 
 def _log_in_by_link(request):
@@ -113,8 +116,12 @@ def _log_in_by_link(request):
     given = request.GET.get("link", "")
     if token and hmac.compare_digest(given.encode(), token.encode()) and cache.add(f"host-link-used:{token}", True, None):
         return _become_host(request)
-    return render(request, "host.html", {"error": "This host link is not valid or has been used: log in with the password."},
-                  status=403)
+    return _refused(request, said("This host link is not valid or has been used: log in with the password."), 403)
+
+
+def _refused(request, error, status: int):
+    """The login form again, saying why in the page's language."""
+    return render(request, "host.html", {"error": say(error, translation.get_language())}, status=status)
 
 
 # ---- the host's socket -----------------------------------------------------------------------------------
@@ -125,7 +132,7 @@ class HostConsumer(ReleasedOnExit, StrictJson, AsyncJsonWebsocketConsumer):
     async def connect(self):
         await self.accept()
         if not await policy.is_host_scope(self.scope):
-            await self.send_json(error_payload("not_host", "log in as the workshop host at /host/ first"))
+            await self.send_json(error_payload("not_host", said("log in as the workshop host at /host/ first")))
             await self.close(code=NOT_HOST_CLOSE_CODE)
             return
         # the broadcast this host left running (a reload, a dropped connection), or a new relay for the next one
@@ -188,7 +195,7 @@ class HostConsumer(ReleasedOnExit, StrictJson, AsyncJsonWebsocketConsumer):
     async def _look(self, message: dict) -> None:
         """"Everyone look at step N": the room's step bars go there (each page's own choice of step aside)."""
         if self.broadcast.id is None:
-            raise ProtocolError("no_run", "broadcast a run first", "type")
+            raise ProtocolError("no_run", said("broadcast a run first"), "type")
         step = integer(message, "step", 0, self.broadcast.summary.get("step", 0))
         self.broadcast.summary["look"] = {"step": step, "at": time.time()}
         await self.relay.publish(replaces=self.broadcast.id)

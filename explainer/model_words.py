@@ -1,7 +1,10 @@
 """The model card's words in the page's language (issue 28). inference/shipped.py writes each shipped model's
 notice in English (it imports nothing from Django); the page shows it through `translated`, and the English of
 every notice is marked here so that makemessages finds it (tests/explainer/test_i18n.py keeps the two equal)."""
+from django.utils import translation
 from django.utils.translation import gettext, gettext_noop
+
+from explainer.words import in_language
 
 # Every field value of inference.shipped.NOTICES except the names (proper nouns) and the SPDX licence id.
 NOTICE_WORDS = (
@@ -29,4 +32,5 @@ def translated(notice: dict | None) -> dict | None:
 
 def with_translated_notice(status: dict) -> dict:
     """The page's model status with its notice translated (the cached status itself is left as it is)."""
+    status = in_language(status, translation.get_language())  # its loading progress and error: said sentences
     return {**status, "notice": translated(status.get("notice"))} if status.get("notice") else status

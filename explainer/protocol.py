@@ -9,6 +9,7 @@ from django.utils.functional import cached_property
 from explainer.messages import error_payload
 from explainer.words import in_language, scope_language
 from inference.wire.framing import strict_text
+from inference.wire.said import said, told
 
 CLIENT_TYPES = ("start", "pause", "resume", "step", "stop", "fork", "detail", "retemper", "measure", "ack", "follow",
                 "tokenize", "answer")
@@ -32,15 +33,18 @@ class TooDeep(ProtocolError):
     """JSON nested past the parser's recursion limit (still `bad_json` on the socket)."""
 
 
-def encode_frame(message: dict) -> str:
+def encode_frame(message: dict, language: str | None = None) -> str:
     """Strict JSON out (inference/wire/framing.strict_text): a non-finite number becomes a `non_finite` error,
-    never a frame with a bare NaN that a browser's JSON.parse refuses."""
+    never a frame with a bare NaN that a browser's JSON.parse refuses. That error is made after the message was
+    put in the socket's language: said in `language` when given, else in English."""
     try:
         return strict_text(message)
     except ValueError:
         kind = message.get("type") if isinstance(message, dict) else None
-        return json.dumps(ProtocolError("non_finite", f"the server computed a number that is not finite (NaN or "
-                                        f"infinity) in a {kind!s:.40} message; it was not sent", "type").as_message())
+        error = ProtocolError("non_finite", said("the server computed a number that is not finite (NaN or infinity) "
+                                                 "in a %(kind)s message; it was not sent", kind=f"{kind!s:.40}"),
+                              "type").as_message()
+        return json.dumps(error if language is None else in_language(error, language))
 
 
 class ReleasedOnExit:
@@ -68,26 +72,27 @@ class StrictJson:
 
     @cached_property
     def language(self) -> str:
-        return scope_language(self.scope)
+        return scope_language(getattr(self, "scope", {}))  # (a consumer built by hand in a test has none)
 
     async def encode_json(self, content):
-        return encode_frame(in_language(content, self.language))
+        return encode_frame(in_language(content, self.language), self.language)
 
 
 def parse_frame(text: str | None, binary: bytes | None, max_bytes: int, types: tuple[str, ...] = CLIENT_TYPES) -> dict:
     """Decode one WebSocket frame into a client message whose type is one of `types`."""
     if binary is not None:
-        raise ProtocolError("binary_frame", "send JSON text frames, not binary")
+        raise ProtocolError("binary_frame", said("send JSON text frames, not binary"))
     if text is None or len(text.encode("utf-8", "surrogatepass")) > max_bytes:
-        raise ProtocolError("frame_too_large", f"frames are limited to {max_bytes} bytes")
+        raise ProtocolError("frame_too_large", said("frames are limited to %(max_bytes)s bytes", max_bytes=max_bytes))
     message = json_object(text)
     if nesting_depth(message) > MAX_DEPTH:
-        raise ProtocolError("bad_json", f"objects and arrays may nest at most {MAX_DEPTH} deep")
+        raise ProtocolError("bad_json", said("objects and arrays may nest at most %(depth)s deep", depth=MAX_DEPTH))
     kind = message.get("type")
     if not isinstance(kind, str):
-        raise ProtocolError("missing_field", "every frame needs a string type", "type")
+        raise ProtocolError("missing_field", said("every frame needs a string type"), "type")
     if kind not in types:
-        raise ProtocolError("unknown_type", f"unknown type {kind[:40]!r}; one of {', '.join(types)}", "type")
+        raise ProtocolError("unknown_type", said("unknown type %(kind)s; one of %(types)s", kind=repr(kind[:40]),
+                                                  types=", ".join(types)), "type")
     return message
 
 
@@ -96,11 +101,12 @@ def json_object(text: str | bytes) -> dict:
     try:
         value = json.loads(text, parse_constant=_reject_constant)
     except RecursionError:
-        raise TooDeep("bad_json", "not valid JSON: objects and arrays nest too deep to read") from None
-    except ValueError as exc:
-        raise ProtocolError("bad_json", f"not valid JSON: {exc}"[:200]) from None
+        raise TooDeep("bad_json", said("not valid JSON: objects and arrays nest too deep to read")) from None
+    except ValueError as exc:  # the parser's own words ("Expecting value: line 1 …") stay as they are: a value
+        problem = told(exc) if len(str(exc)) <= 184 else str(exc)[:184]  # the sentence within 200 characters
+        raise ProtocolError("bad_json", said("not valid JSON: %(problem)s", problem=problem)) from None
     if not isinstance(value, dict):
-        raise ProtocolError("bad_json", "expected a JSON object")
+        raise ProtocolError("bad_json", said("expected a JSON object"))
     return value
 
 
@@ -118,20 +124,21 @@ def nesting_depth(value, limit: int = MAX_DEPTH) -> int:
 
 
 def _reject_constant(name: str):
-    raise ValueError(f"{name} is not allowed")
+    raise ValueError(said("%(name)s is not allowed", name=name))
 
 
 def integer(message: dict, name: str, low: int, high: int | None = None, required: bool = True) -> int | None:
     value = message.get(name)
     if value is None:
         if required:
-            raise ProtocolError("missing_field", f"{name} is required", name)
+            raise ProtocolError("missing_field", said("%(name)s is required", name=name), name)
         return None
     if isinstance(value, bool) or not isinstance(value, int):
-        raise ProtocolError("wrong_type", f"{name} must be an integer", name)
+        raise ProtocolError("wrong_type", said("%(name)s must be an integer", name=name), name)
     if value < low or (high is not None and value > high):
-        allowed = f"[{low}, {high}]" if high is not None else f">= {low}"
-        raise ProtocolError("out_of_range", f"{name} must be in {allowed}, got {value}", name)
+        allowed = f"[{low}, {high}]" if high is not None else f">= {low}"  # numbers and signs: no words to translate
+        raise ProtocolError("out_of_range", said("%(name)s must be in %(allowed)s, got %(value)s", name=name,
+                                                 allowed=allowed, value=value), name)
     return value
 
 
@@ -140,16 +147,17 @@ def number(message: dict, name: str) -> float | None:
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, (int, float)) or (isinstance(value, float) and not math.isfinite(value)):
-        raise ProtocolError("wrong_type", f"{name} must be a finite number", name)
+        raise ProtocolError("wrong_type", said("%(name)s must be a finite number", name=name), name)
     return value
 
 
 def choice(message: dict, name: str, options: tuple[str, ...]) -> str:
     value = message.get(name)
     if value is None:
-        raise ProtocolError("missing_field", f"{name} is required", name)
+        raise ProtocolError("missing_field", said("%(name)s is required", name=name), name)
     if value not in options:
-        raise ProtocolError("invalid_value", f"{name} must be one of {', '.join(options)}", name)
+        raise ProtocolError("invalid_value", said("%(name)s must be one of %(options)s", name=name,
+                                                  options=", ".join(options)), name)
     return value
 
 
@@ -157,11 +165,11 @@ def prompt_fields(message: dict) -> dict:
     """messages or text (exactly one), and params as an object."""
     has_messages, has_text = message.get("messages") is not None, message.get("text") is not None
     if has_messages == has_text:
-        raise ProtocolError("missing_field", "start needs exactly one of messages or text", "messages")
+        raise ProtocolError("missing_field", said("start needs exactly one of messages or text"), "messages")
     params = message.get("params", {})
     if not isinstance(params, dict):
-        raise ProtocolError("wrong_type", "params must be an object", "params")
+        raise ProtocolError("wrong_type", said("params must be an object"), "params")
     paused = message.get("paused", False)
     if not isinstance(paused, bool):
-        raise ProtocolError("wrong_type", "paused must be true or false", "paused")
+        raise ProtocolError("wrong_type", said("paused must be true or false"), "paused")
     return {"messages": message.get("messages"), "text": message.get("text"), "params": params, "paused": paused}

@@ -12,9 +12,12 @@ from django.utils import formats, translation
 from django.utils.translation import trans_real
 
 from explainer.i18n import QUERY, supported
+from explainer.services.run.provenance import RECORDED
 from inference.wire.said import Said, packed, unpacked
 
-BULKY = frozenset({"step", "prefill", "part", "detail"})  # the run's payloads: model data, never the server's words
+# The run's payloads as the page records them (explainer/services/run/provenance.py hashes them as they were sent,
+# in English, so a recording made in French is still "recorded on this server"), and the parts they are split into.
+AS_SENT = frozenset({*RECORDED, "part"})
 
 
 def scope_language(scope: Mapping) -> str:
@@ -53,15 +56,15 @@ def _value(value, language: str):
 
 
 def in_language(message, language: str):
-    """A server → client message with every `said` sentence in it translated (the run's bulky payloads as they are)."""
-    if isinstance(message, Mapping) and message.get("type") in BULKY:
+    """A server → client message with every `said` sentence in it translated (the recorded payloads as they are)."""
+    if isinstance(message, Mapping) and message.get("type") in AS_SENT:
         return message
     return _walk(message, lambda value: say(value, language) if isinstance(value, (Said, Mapping)) else value)
 
 
 def packed_message(message):
     """A message about to cross a channel layer (msgpack keeps no str subclass): its sentences as plain data."""
-    if isinstance(message, Mapping) and message.get("type") in BULKY:
+    if isinstance(message, Mapping) and message.get("type") in AS_SENT:
         return message
     return _walk(message, packed)
 

@@ -25,6 +25,7 @@ from explainer.services.admission.capacity import generating
 from explainer.services.admission.start_queue import local_queue, run_lengths
 from explainer.services.run.visitor_run import VisitorRun, refusal
 from explainer.words import packed_message
+from inference.wire.said import said
 
 log = logging.getLogger(__name__)
 
@@ -100,7 +101,7 @@ class InferenceWorker(AsyncConsumer):
         try:
             slot.inbox.put_nowait(event["message"])
         except asyncio.QueueFull:
-            await slot.send(ProtocolError("rate_limited", "too many messages waiting for this session").as_message())
+            await slot.send(ProtocolError("rate_limited", said("too many messages waiting for this session")).as_message())
 
     async def visitor_end(self, event):
         """Free the session in the background: this handler must not wait behind other sessions' steps."""

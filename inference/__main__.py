@@ -6,6 +6,8 @@
     python -m inference speculative --target bundled --draft ngram --prompt "What is a mole?" --k 4
     python -m inference batch --model bundled --prompt "What is a mole?" --batch-sizes 1,2,4,8
     python -m inference quantize --model bundled --bits 8 --prompt "What is a mole?"
+    python -m inference compare --model bundled --prompt "What is a mole?" --a temperature=0.2 --b temperature=1.3
+    python -m inference compare --model bundled --prompt "What is a mole?" --a temperature=0 --b temperature=0 --b-int8
     python -m inference schema
 """
 from __future__ import annotations
@@ -96,6 +98,40 @@ def quantize(args) -> int:
     return 0
 
 
+def compare(args) -> int:
+    """Run A and run B step-locked: a line per step (both tokens, KL, JS, largest logit difference), then a summary."""
+    from .compare import PairedRun, quantized_copy
+    from .engine import GenerationSession
+    from .loading import load_model
+    from .prompting import build_prompt
+    from .sampling import SamplingParams
+
+    loaded = load_model(args.model, device=args.device)
+    other = load_model(args.b_model, device=args.device) if args.b_model else loaded
+    other = quantized_copy(other, 8) if args.b_int8 else other
+    messages = json.loads(args.messages) if args.messages else [{"role": "user", "content": args.prompt}]
+    sessions = []
+    for model, settings in ((loaded, args.a), (other, args.b)):
+        params = SamplingParams.from_dict({"max_new_tokens": args.max_new_tokens, "seed": args.seed, **settings})
+        sessions.append(GenerationSession(model, build_prompt(model.tokenizer, messages=messages), params))
+    pair = PairedRun(*sessions)
+    pair.prefill()
+    while not pair.finished:
+        _a, _b, comparison = pair.step()
+        if comparison is not None:
+            emit({"type": "compare_step", **comparison.to_dict()})
+    emit({"type": "compare_summary", **pair.summary()})
+    return 0
+
+
+def settings_arg(text: str) -> dict:
+    """name=value,name=value (sampling parameters) as a dict of JSON values: temperature=0.2,seed=3."""
+    pairs = [item.split("=", 1) for item in text.split(",") if item.strip()]
+    if any(len(pair) != 2 for pair in pairs):
+        raise argparse.ArgumentTypeError("use name=value,name=value")
+    return {name.strip(): json.loads(value) for name, value in pairs}
+
+
 def add_prompt(p: argparse.ArgumentParser) -> None:
     source = p.add_mutually_exclusive_group(required=True)
     source.add_argument("--prompt", help="one user message, rendered with the chat template")
@@ -158,6 +194,15 @@ def parser() -> argparse.ArgumentParser:
     q.add_argument("--bits", type=int, default=8)
     add_prompt(q)
     q.set_defaults(func=quantize)
+    c = sub.add_parser("compare", help="two runs of one prompt, step-locked: where they part, KL, logit differences")
+    c.add_argument("--model", default=None)
+    c.add_argument("--a", type=settings_arg, default={}, help="run A's sampling parameters: temperature=0.2,top_p=0.9")
+    c.add_argument("--b", type=settings_arg, default={}, help="run B's sampling parameters")
+    c.add_argument("--b-model", default=None, help="run B on another model (default: the same)")
+    c.add_argument("--b-int8", action="store_true", help="run B on the int8-weight copy (python -m inference quantize)")
+    c.add_argument("--seed", type=int, default=0, help="both runs' seed unless --a/--b name one")
+    add_prompt(c)
+    c.set_defaults(func=compare)
     s = sub.add_parser("schema", help="print the payload field tables (docs/protocol.md)")
     s.set_defaults(func=schema)
     return p

@@ -19,6 +19,7 @@ import time
 import torch
 
 from .prompting import build_prompt
+from .wire.said import said
 
 # Other "visitors" sharing the batch: fixed, of different lengths, rendered with the chat template.
 FILLER_PROMPTS = (
@@ -123,11 +124,11 @@ def batch_experiment(loaded, input_ids: list[int], batch_sizes=(1, 2, 4, 8), max
     torch.manual_seed(seed)
     fillers = filler_rows(loaded.tokenizer, max(batch_sizes) - 1, seed)
     report = progress or (lambda done, total, label: None)
-    report(0, len(batch_sizes) + 1, "the reference: your prompt alone")
+    report(0, len(batch_sizes) + 1, said("the reference: your prompt alone"))
     reference = decode_batch(loaded, [list(input_ids)], max_new_tokens)
     runs = []
     for i, size in enumerate(batch_sizes):
-        report(i + 1, len(batch_sizes) + 1, f"batch size {size} of {max(batch_sizes)}")
+        report(i + 1, len(batch_sizes) + 1, said("batch size %(size)s of %(most)s", size=size, most=max(batch_sizes)))
         result = decode_batch(loaded, [list(input_ids)] + fillers[: size - 1], max_new_tokens)
         runs.append({"batch_size": size,
                      "tokens_per_s": round(size * result["steps"] / result["seconds"], 2),

@@ -24,6 +24,7 @@ from .loading import LoadedModel
 from .prompting import Prompt
 from .sampling import ParamError, SamplingParams, sample_token
 from .wire import builders
+from .wire.said import said
 
 
 class ContextWindowError(ParamError):
@@ -46,8 +47,9 @@ class GenerationSession:
         self.prompt, self.params = prompt, params
         window = self.description.context_window
         if len(prompt.ids) + params.max_new_tokens > window:
-            raise ContextWindowError("max_new_tokens", f"prompt ({len(prompt.ids)} tokens) + max_new_tokens "
-                                     f"({params.max_new_tokens}) exceeds the context window ({window})", "context_window")
+            raise ContextWindowError("max_new_tokens", said(
+                "prompt (%(prompt)s tokens) + max_new_tokens (%(new)s) exceeds the context window (%(window)s)",
+                prompt=len(prompt.ids), new=params.max_new_tokens, window=window), "context_window")
         d = self.description
         self.lens_layers = lens_layers(d.layers, d.vocab_size, lens, d.parameters, d.hidden_size)
         if not self.adapter.lens_ok:
@@ -63,6 +65,7 @@ class GenerationSession:
         self.cache = None  # the model makes the cache it needs (dynamic, sliding, recurrent) on the first forward
         self.step_index = 0
         self.pending = None  # the last forward's capture: what the next step samples from
+        self.last_draw: tuple[torch.Tensor, torch.Tensor] | None = None  # (raw logits, final probs), (vocab,) each
         self.finished: str | None = None
         self.emitted_text = ""
         self.started = self.first_token_at = None
@@ -107,7 +110,7 @@ class GenerationSession:
 
     def prefill(self) -> dict:
         if self.pending is not None or self.step_index:
-            raise SessionError("prefill already ran")
+            raise SessionError(said("prefill already ran"))
         self.started = self.started or time.perf_counter()
         self.start_from_prefix()
         while self.prefill_part():
@@ -156,7 +159,7 @@ class GenerationSession:
         The causal-mask check may compare its residuals with a lone pass of the changed prompt (a batch of one
         has no padding), so they are kept for it."""
         if self.pending is not None or self.step_index:
-            raise SessionError("prefill already ran")
+            raise SessionError(said("prefill already ran"))
         row = self._joined(row)  # after the prefix from the prefix cache, if any
         self.cache, self.fed, self.parts = cache, len(self.ids), []
         self.prefill_hidden, self.prefill_batched = (row.hidden if batch_size == 1 and not self.cached_tokens else None), True
@@ -196,7 +199,7 @@ class GenerationSession:
 
         `forward`: this session's row of a batched decode pass (inference/scheduler.py), already run."""
         if self.finished:
-            raise SessionError(f"the run has finished ({self.finished})", "finished")
+            raise SessionError(said("the run has finished (%(reason)s)", reason=self.finished), "finished")
         if self.pending is None:
             self.prefill()
         if self.step_index > 0:
@@ -216,6 +219,7 @@ class GenerationSession:
         delta = self._text_delta()
         self.finished = self._stop_reason(draw.token_id)
         self.kept.put(self.step_index, attn=row.last_attn.half(), hidden=row.last_hidden.half(), logits=row.logits)
+        self.last_draw = (row.logits, draw.final)  # this step's raw logits and final distribution (compare.py)
         capture_started = time.perf_counter()
         record = capture_records.step_record(self, row, draw, delta, forced_token is not None, sampling_ms)
         return builders.step_payload(record, capture_started)
@@ -269,9 +273,10 @@ class GenerationSession:
         """A fork's first half: forget step ``step`` and later. Step 1's logits come from the prefill, so the
         session is reset and the prompt prefilled again (by prefill_part's chunks, then forked_step)."""
         if not isinstance(step, int) or not 1 <= step <= self.step_index:
-            raise SessionError(f"step must be in [1, {self.step_index}], got {step!r}", "out_of_range")
+            raise SessionError(said("step must be in [1, %(high)s], got %(got)s", high=self.step_index, got=repr(step)),
+                               "out_of_range")
         if not isinstance(token_id, int) or not 0 <= token_id < self.description.vocab_size:
-            raise SessionError(f"token_id must be in [0, {self.description.vocab_size - 1}]", "out_of_range")
+            raise SessionError(said("token_id must be in [0, %(high)s]", high=self.description.vocab_size - 1), "out_of_range")
         if step == 1:
             self._reset()
         else:  # keep tokens and cache up to step-1's token, which step's forward will feed

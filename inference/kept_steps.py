@@ -5,6 +5,8 @@ from collections import OrderedDict
 
 import torch
 
+from .wire.said import said
+
 DEFAULT_BUDGET_BYTES = 32 * 1024 * 1024
 
 
@@ -34,7 +36,8 @@ class KeptSteps:
         try:
             return self._steps[step][name]
         except KeyError:
-            raise NotKept(f"{name} for step {step} is not kept (memory budget {self.budget} bytes)") from None
+            raise NotKept(said("%(name)s for step %(step)s is not kept (memory budget %(budget)s bytes)",
+                               name=name, step=step, budget=self.budget)) from None
 
     def drop(self, step: int) -> None:
         entry = self._steps.pop(step, None)

@@ -15,6 +15,7 @@ from transformers import DynamicCache
 
 from .forward import synchronize
 from .kvstats import kv_formula
+from .wire.said import said
 
 MAX_LINES, MAX_CHARS = 8, 400
 REPEATS = 3  # timed prefills per line (the median is reported)
@@ -86,7 +87,7 @@ def language_prefills(loaded, lines: list[Line], progress=None) -> dict:
         prefill_ms(loaded, costs["rows"][0]["ids"], repeats=1)  # warm-up: the first pass pays for allocations
     for n, row in enumerate(costs["rows"]):
         if progress:
-            progress(n, len(costs["rows"]), f"prefill of the {row['name']} line")
+            progress(n, len(costs["rows"]), said("prefill of the %(name)s line", name=row["name"]))  # the name as sent: data
         row["prefill_ms"] = prefill_ms(loaded, row["ids"]) if row["ids"] else None
     first = costs["rows"][0]["prefill_ms"]
     for row in costs["rows"]:

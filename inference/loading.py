@@ -19,6 +19,7 @@ from .adapters import FamilyAdapter
 from .discovery import adapter_for
 from .model_config import head_dim_of, setting, text_config
 from .shipped import GGUF_MODELS, Progress, ShippedModelMissing, cached_folder, notice_for
+from .wire.said import said, told
 
 BUNDLED_DIR = Path(__file__).resolve().parent / "bundled"
 DEFAULT_SPEC = "bundled"
@@ -85,19 +86,21 @@ def resolve_spec(spec: str | None, progress: Progress | None = None) -> tuple[st
         try:
             return spec, str(cached_folder(GGUF_MODELS[spec], progress or console_progress))
         except ShippedModelMissing as exc:
-            raise ModelNotAvailable(f"model spec {spec!r}: {exc}") from exc
+            raise ModelNotAvailable(said("model spec %(spec)s: %(problem)s", spec=repr(spec), problem=told(exc))) from exc
     if spec == "bundled":
         if not (BUNDLED_DIR / "config.json").exists():
-            raise ModelNotAvailable(f"the bundled model is missing from {BUNDLED_DIR}: train it with "
-                                    "`python -m inference.training.train`, or set EXPLAINER_MODEL")
+            raise ModelNotAvailable(said("the bundled model is missing from %(folder)s: train it with "
+                                         "`python -m inference.training.train`, or set EXPLAINER_MODEL",
+                                         folder=str(BUNDLED_DIR)))
         return spec, str(BUNDLED_DIR)
     path = Path(spec).expanduser()
     if path.exists():
         if not (path / "config.json").exists():
-            raise ModelNotAvailable(f"model spec {spec!r}: folder has no config.json (expected a Hugging Face model folder)")
+            raise ModelNotAvailable(said("model spec %(spec)s: folder has no config.json "
+                                         "(expected a Hugging Face model folder)", spec=repr(spec)))
         return spec, str(path.resolve())
     if spec.startswith((".", "/", "~")):
-        raise ModelNotAvailable(f"model spec {spec!r}: no such folder")
+        raise ModelNotAvailable(said("model spec %(spec)s: no such folder", spec=repr(spec)))
     return spec, spec
 
 
@@ -125,24 +128,24 @@ def load_model(spec: str | None = None, device: str = "auto", attn_implementatio
     print(f"[hit-enter] loading model {spec or os.environ.get('EXPLAINER_MODEL') or DEFAULT_SPEC!r} on {dev} "
           f"({str(dtype).replace('torch.', '')}) ...", file=sys.stderr, flush=True)
     spec, source = resolve_spec(spec, report)
-    report("loading the weights", 0.85)
+    report(said("loading the weights"), 0.85)  # the page shows these in its reader's language
     try:
         tokenizer = AutoTokenizer.from_pretrained(source)
         model = AutoModelForCausalLM.from_pretrained(source, dtype=dtype, attn_implementation=attn_implementation)
     except OSError as exc:
-        raise ModelNotAvailable(
-            f"model spec {spec!r} could not be loaded: {exc.__class__.__name__}. It is not a local folder, so it was "
-            f"looked up on the Hugging Face hub, which is unreachable or does not have it. Provide it with "
-            f"EXPLAINER_MODEL=/path/to/folder (a folder with config.json, weights and tokenizer), download it once "
-            f"while online (`hf download {spec}`), or use EXPLAINER_MODEL=bundled."
-        ) from exc
+        raise ModelNotAvailable(said(
+            "model spec %(spec)s could not be loaded: %(exception)s. It is not a local folder, so it was "
+            "looked up on the Hugging Face hub, which is unreachable or does not have it. Provide it with "
+            "EXPLAINER_MODEL=/path/to/folder (a folder with config.json, weights and tokenizer), download it once "
+            "while online (`hf download %(name)s`), or use EXPLAINER_MODEL=bundled.",
+            spec=repr(spec), exception=exc.__class__.__name__, name=spec)) from exc
     model.to(dev).eval()
     template_source = chat_template_source(tokenizer, source)
     adapter = adapter_for(model)
     description = describe(model, spec, adapter, template_source, attn_implementation)
     if spec in GGUF_MODELS:  # the cache folder's name means nothing to a reader
         description = replace(description, name=notice_for(spec).name)
-    report("ready", 1.0)
+    report(said("ready"), 1.0)
     print(f"[hit-enter] loaded {description.name}: {description.parameters:,} parameters, {description.layers} layers "
           f"in {time.perf_counter() - started:.1f}s", file=sys.stderr, flush=True)
     return LoadedModel(model, tokenizer, description, adapter)

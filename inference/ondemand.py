@@ -9,19 +9,20 @@ from .capture_records import lens_rows, texts_of
 from .wire.builders import detail_payload, lens_view, retemper_payload
 from .wire.packing import packed
 from .wire.records import RetemperRecord
+from .wire.said import said
 
 DETAIL_KINDS = ("attention", "hidden", "embedding", "lens")
 
 
 class DetailError(ValueError):
     def __init__(self, field_name: str, message: str, code: str = "out_of_range"):
-        super().__init__(f"{field_name}: {message}")
+        super().__init__(said("%(field)s: %(problem)s", field=field_name, problem=message))
         self.field, self.message, self.code = field_name, message, code
 
 
 def _index(name: str, value, size: int) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < size:
-        raise DetailError(name, f"must be an integer in [0, {size - 1}], got {value!r}")
+        raise DetailError(name, said("must be an integer in [0, %(high)s], got %(got)s", high=size - 1, got=repr(value)))
     return value
 
 
@@ -31,7 +32,7 @@ def detail(session, what: str, step: int | None = None, layer: int | None = None
     after ``layer`` (0 = layer 0's input) at ``position`` (step 0) or the step's position; embedding: the
     full row of the token at ``position``; lens: every layer's logit lens for the step."""
     if what not in DETAIL_KINDS:
-        raise DetailError("what", f"must be one of {', '.join(DETAIL_KINDS)}", "invalid_value")
+        raise DetailError("what", said("must be one of %(names)s", names=", ".join(DETAIL_KINDS)), "invalid_value")
     d = session.description
     asked = dict(step=step, layer=layer, head=head, position=position)  # echoed as asked (lens: position may be None)
     if what == "embedding":
@@ -72,7 +73,7 @@ def retemper(session, step: int, temperature=None, top_k=None, top_p=None, min_p
     """Re-apply temperature / top-k / top-p / min-p to step's kept logits; the same u is rolled."""
     step = _index("step", step, session.step_index + 1)
     if step == 0:
-        raise DetailError("step", "retemper needs a decode step (>= 1)")
+        raise DetailError("step", said("retemper needs a decode step (>= 1)"))
     logits = session.kept.get(step, "logits")
     changes = {k: v for k, v in dict(temperature=temperature, top_k=top_k, top_p=top_p, min_p=min_p).items() if v is not None}
     params = SamplingParams.from_dict({**session.params.to_dict(), **changes})

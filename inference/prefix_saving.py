@@ -16,6 +16,7 @@ from .forward import synchronize
 from .prefix_cache import PrefixCache
 from .prompting import build_prompt
 from .sampling import SamplingParams
+from .wire.said import said
 
 REPEATS = 3
 PRIVATE_BYTES = 1 << 40  # a private cache for one prompt: bounded by the prompt, not by this
@@ -42,9 +43,11 @@ def prefix_saving(loaded, ids: list[int], cached: int, repeats: int = REPEATS, p
     timed_prefill(plain, ids)  # warm-up: first calls pay one-off costs
     without, with_cache, found = [], [], 0
     for r in range(repeats):
-        report(2 * r, 2 * repeats, f"your prompt's prefill without the prefix cache ({r + 1} of {repeats})")
+        report(2 * r, 2 * repeats, said("your prompt's prefill without the prefix cache (%(run)s of %(runs)s)",
+                                        run=r + 1, runs=repeats))
         without.append(timed_prefill(plain, ids))
-        report(2 * r + 1, 2 * repeats, f"your prompt's prefill from its first {cached} tokens in the cache ({r + 1} of {repeats})")
+        report(2 * r + 1, 2 * repeats, said("your prompt's prefill from its first %(cached)s tokens in the cache "
+                                            "(%(run)s of %(runs)s)", cached=cached, run=r + 1, runs=repeats))
         private = replace(loaded, prefix_cache=PrefixCache(PRIVATE_BYTES if cached else 0))
         if cached:
             timed_prefill(private, ids[:cached])  # untimed here: it leaves exactly ids[:cached] in the private cache

@@ -4,6 +4,8 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
+from .wire.said import said
+
 ROLES = ("system", "user", "assistant")
 
 
@@ -11,7 +13,7 @@ class PromptError(ValueError):
     """The prompt is malformed; names the field."""
 
     def __init__(self, field_name: str, message: str, code: str = "invalid_prompt"):
-        super().__init__(f"{field_name}: {message}")
+        super().__init__(said("%(field)s: %(problem)s", field=field_name, problem=message))
         self.field, self.message, self.code = field_name, message, code
 
 
@@ -28,23 +30,24 @@ class Prompt:
 
 def validate_messages(messages) -> list[dict]:
     if not isinstance(messages, list) or not messages:
-        raise PromptError("messages", "must be a non-empty list of {role, content}", "wrong_type")
+        raise PromptError("messages", said("must be a non-empty list of {role, content}"), "wrong_type")
     if len(messages) > 64:
-        raise PromptError("messages", "at most 64 messages", "out_of_range")
+        raise PromptError("messages", said("at most 64 messages"), "out_of_range")
     for i, m in enumerate(messages):
         if not isinstance(m, dict) or not isinstance(m.get("content"), str) or m.get("role") not in ROLES:
-            raise PromptError(f"messages[{i}]", f"must be {{role: one of {', '.join(ROLES)}, content: string}}", "wrong_type")
+            raise PromptError(f"messages[{i}]", said("must be {role: one of %(roles)s, content: string}", roles=", ".join(ROLES)),
+                              "wrong_type")
         if not is_unicode(m["content"]):
-            raise PromptError(f"messages[{i}]", "content must be valid Unicode (no lone surrogates)", "invalid_value")
+            raise PromptError(f"messages[{i}]", said("content must be valid Unicode (no lone surrogates)"), "invalid_value")
     return [{"role": m["role"], "content": m["content"]} for m in messages]
 
 
 def validate_text(text) -> str:
     """Raw prompt text: a non-empty string the tokenizer can encode."""
     if not isinstance(text, str) or not text:
-        raise PromptError("text", "must be a non-empty string", "wrong_type")
+        raise PromptError("text", said("must be a non-empty string"), "wrong_type")
     if not is_unicode(text):
-        raise PromptError("text", "must be valid Unicode (no lone surrogates)", "invalid_value")
+        raise PromptError("text", said("must be valid Unicode (no lone surrogates)"), "invalid_value")
     return text
 
 
@@ -161,7 +164,7 @@ def build_prompt(tokenizer, messages=None, text=None, input_ids=None) -> Prompt:
 def _build(tokenizer, messages, text, input_ids) -> Prompt:
     given = [x is not None for x in (messages, text, input_ids)]
     if sum(given) != 1:
-        raise PromptError("prompt", "give exactly one of messages, text or input_ids")
+        raise PromptError("prompt", said("give exactly one of messages, text or input_ids"))
     if input_ids is not None:
         return _from_ids(tokenizer, input_ids)
     if messages is not None:
@@ -180,10 +183,11 @@ def _build(tokenizer, messages, text, input_ids) -> Prompt:
 def _from_ids(tokenizer, input_ids) -> Prompt:
     vocab = len(tokenizer)
     if not isinstance(input_ids, list) or not input_ids or not all(isinstance(i, int) and not isinstance(i, bool) for i in input_ids):
-        raise PromptError("input_ids", "must be a non-empty list of integers", "wrong_type")
+        raise PromptError("input_ids", said("must be a non-empty list of integers"), "wrong_type")
     bad = [i for i in input_ids if not 0 <= i < vocab]
     if bad:
-        raise PromptError("input_ids", f"ids must be in [0, {vocab - 1}], got {bad[0]}", "out_of_range")
+        raise PromptError("input_ids", said("ids must be in [0, %(high)s], got %(got)s", high=vocab - 1, got=bad[0]),
+                          "out_of_range")
     pieces = [tokenizer.decode([i]) for i in input_ids]
     offsets, at = [], 0
     for piece in pieces:

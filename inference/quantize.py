@@ -25,6 +25,8 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from .wire.said import said
+
 BITS = (4, 8)
 GROUP_SIZE = 32
 
@@ -138,38 +140,41 @@ def timed_greedy(model, ids: torch.Tensor, max_new_tokens: int, pad_id: int,
 
 
 @torch.inference_mode()
-def teacher_forced(float_model, quant_model, sequence: torch.Tensor) -> tuple[float, float]:
-    """Both models over the same sequence (1, L): max |logit diff| and top-1 agreement, every position."""
+def teacher_forced(float_model, quant_model, sequence: torch.Tensor) -> tuple[list[float], float]:
+    """Both models over the same sequence (1, L): max |logit diff| at each position, and top-1 agreement."""
     a = float_model(sequence).logits[0].float()  # (L, V)
     b = quant_model(sequence).logits[0].float()  # (L, V)
     agree = (a.argmax(-1) == b.argmax(-1)).float().mean()
-    return float((a - b).abs().max()), float(agree)
+    return (a - b).abs().amax(dim=-1).tolist(), float(agree)  # (L,) as a list
 
 
 def quantize_experiment(loaded, input_ids: list[int], bits: int = 8, max_new_tokens: int = 32, progress=None) -> dict:
     """Weight-only quantize a copy of the loaded model; memory, speed and fidelity against float.
 
-    ``max_abs_logit_diff`` and ``top1_agreement`` are teacher-forced: both models read the float
+    ``max_abs_logit_diff`` (and, per new token, ``max_abs_logit_diff_per_step``) and ``top1_agreement`` are teacher-forced: both models read the float
     model's greedy sequence (prompt + continuation) and are compared at every position, so one
     early disagreement cannot snowball. ``greedy_tokens_identical`` is the free-running check.
     ``progress(done, total, label)``, if given, is called before each part (the page shows it).
     """
     model, tokenizer = loaded.model, loaded.tokenizer
     report = progress or (lambda done, total, label: None)
-    report(0, 4, f"storing a copy of the weights in int{bits}")
+    report(0, 4, said("storing a copy of the weights in int%(bits)s", bits=bits))
     quant, layers, head_note = quantize_model(model, bits)
     device = next(model.parameters()).device
     pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
     ids = torch.tensor([list(input_ids)], device=device)  # (1, T)
-    report(1, 4, "timing the original's decoding")
+    report(1, 4, said("timing the original's decoding"))
     float_tokens, speed_before = timed_greedy(model, ids, max_new_tokens, pad_id)
-    report(2, 4, f"timing the int{bits} copy's decoding")
+    report(2, 4, said("timing the int%(bits)s copy's decoding", bits=bits))
     quant_tokens, speed_after = timed_greedy(quant, ids, max_new_tokens, pad_id)
-    report(3, 4, "comparing both models' logits at every position")
+    report(3, 4, said("comparing both models' logits at every position"))
     sequence = torch.tensor([list(input_ids) + float_tokens], device=device)  # (1, L)
-    max_diff, top1 = teacher_forced(model, quant, sequence)
+    by_position, top1 = teacher_forced(model, quant, sequence)
+    max_diff = max(by_position)
     return {"bits": bits, "weight_bytes_before": weight_bytes(model), "weight_bytes_after": weight_bytes(quant),
             "decode_tokens_per_s_before": round(speed_before, 2), "decode_tokens_per_s_after": round(speed_after, 2),
             "decode_speed_ratio": round(speed_after / speed_before, 3), "max_abs_logit_diff": max_diff,
             "top1_agreement": top1, "greedy_tokens_identical": float_tokens == quant_tokens,
+            # step k's figure: the position that predicts the k-th new token (what compare.py shows per step)
+            "max_abs_logit_diff_per_step": by_position[len(input_ids) - 1:len(input_ids) - 1 + len(float_tokens)],
             "quantized_layers": layers, "lm_head": head_note}

@@ -207,6 +207,7 @@ class SampleResult:
     stages: list[dict]  # one per stage: name, applied, survivors, top [{id, value}]
     probs_top: list[tuple[int, float]]  # the final distribution's most likely tokens
     draw: dict | None  # the dice roll: u, rank it landed on, cumulative mass around it; None when greedy
+    final: torch.Tensor | None = field(default=None, repr=False)  # (vocab,) the final distribution (compare.py)
 
 
 def dice_roll(seed: int, step: int) -> float:
@@ -278,4 +279,4 @@ def sample_token(input_ids: torch.LongTensor, logits: torch.Tensor, params: Samp
         top_probs, top_ids = sorted_probs[:top_n], order[:top_n]
     top = [(i, round(p, 6)) for i, p in zip(top_ids.tolist(), top_probs.tolist())]
     token = token if forced is None else forced
-    return SampleResult(token, float(probs[token]), records, top, draw)
+    return SampleResult(token, float(probs[token]), records, top, draw, probs)

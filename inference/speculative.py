@@ -36,6 +36,7 @@ from transformers.generation.candidate_generator import PromptLookupCandidateGen
 from .engine import eos_token_ids
 from .forward import synchronize
 from .loading import LoadedModel, load_model
+from .wire.said import said
 
 DRAFT_DIR = Path(__file__).resolve().parent / "bundled_draft"
 NGRAM = "ngram"  # the draft spec for prompt lookup
@@ -245,9 +246,9 @@ def speculative_report(target: LoadedModel, draft: LoadedModel | str, input_ids:
     """Speculative decoding beside the target's own greedy decoding: same tokens? how much faster?
     ``progress(done, total, label)``, if given, is called before each of the two runs (the page shows it)."""
     report = progress or (lambda done, total, label: None)
-    report(0, 2, "speculative decoding: draft guesses, target verifies")
+    report(0, 2, said("speculative decoding: draft guesses, target verifies"))
     result = speculative_decode(target, draft, input_ids, max_new_tokens, k, temperature, seed)
-    report(1, 2, "the target decoding alone, to compare")
+    report(1, 2, said("the target decoding alone, to compare"))
     target_tokens, target_passes, target_ms = greedy_tokens(target, input_ids, max_new_tokens)
     return {**result, "k": k, "target_tokens": target_tokens, "target_alone_forward_passes": target_passes,
             "target_ms": target_ms, "speedup": target_ms / result["spec_ms"],

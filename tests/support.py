@@ -73,3 +73,13 @@ async def settled(condition, what: str, limit_s: float = 30) -> None:
         if loop.time() > deadline:
             raise AssertionError(f"{what} did not happen within {limit_s} s")
         await asyncio.sleep(0.01)
+
+
+def client_module(folder: Path) -> Path:
+    """static/js/client.js as an ES module node can import from `folder`, beside the module it imports."""
+    js = ROOT / "static" / "js"
+    (folder / "lib").mkdir(exist_ok=True)
+    (folder / "lib" / "i18n.mjs").write_text((js / "lib" / "i18n.js").read_text())
+    module = folder / "client.mjs"
+    module.write_text((js / "client.js").read_text().replace('"./lib/i18n.js"', '"./lib/i18n.mjs"'))
+    return module

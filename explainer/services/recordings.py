@@ -20,6 +20,7 @@ from explainer.services import recording_checks as check
 from explainer.services.admission import limits
 from explainer.services.recording_checks import RecordingError, upgrade  # noqa: F401 (the API's names)
 from explainer.services.run import provenance
+from inference.wire.said import said
 from inference.wire.schema import SCHEMA_VERSION
 
 REQUIRED = ("messages", "params", "seed", "model_spec", "payloads")
@@ -30,7 +31,7 @@ DAMAGED_ROW = (RecursionError, ValueError, TypeError, AttributeError, OverflowEr
 
 def _too_large() -> RecordingError:
     limit = settings.EXPLAINER_MAX_RECORDING_BYTES
-    return RecordingError("too_large", f"recordings are limited to {limit} bytes", None, status=413)
+    return RecordingError("too_large", said("recordings are limited to %(limit)s bytes", limit=limit), None, status=413)
 
 
 def admit(address: str | None) -> None:
@@ -40,8 +41,9 @@ def admit(address: str | None) -> None:
         return
     wait = limits.shared_take(f"recording-saves:{address}", per_min / 60, max(1.0, burst))
     if wait:
-        error = RecordingError("rate_limited", f"at most {per_min:g} recordings a minute (bursts of {burst:g}) from one "
-                               f"address; wait {math.ceil(wait)} s", None, status=429)
+        error = RecordingError("rate_limited", said("at most %(per_min)s recordings a minute (bursts of %(burst)s) from "
+                                                    "one address; wait %(wait)s s", per_min=f"{per_min:g}",
+                                                    burst=f"{burst:g}", wait=math.ceil(wait)), None, status=429)
         error.retry_after_s = math.ceil(wait)
         raise error
 
@@ -53,7 +55,8 @@ def parse_body(body: bytes) -> dict:
     try:
         data = json_object(body)
     except TooDeep:  # nested past the parser's recursion limit: refused whole, by the same name as below
-        raise RecordingError("too_deep", f"objects and arrays may nest at most {check.MAX_DEPTH} deep") from None
+        raise RecordingError("too_deep", said("objects and arrays may nest at most %(depth)s deep",
+                                              depth=check.MAX_DEPTH)) from None
     except ProtocolError as exc:
         raise RecordingError(exc.code, exc.message) from None
     check.depth(data)
@@ -65,20 +68,21 @@ def _room_for(size: int) -> None:
     cap = settings.EXPLAINER_RECORDINGS_MAX_BYTES
     stored = RecordedRun.objects.aggregate(total=Sum("size_bytes"))["total"] or 0
     if cap > 0 and stored + size > cap:
-        raise RecordingError("recordings_full", f"this server's space for recordings is full ({stored} of {cap} bytes "
-                             "used); nothing was saved: download the run instead, or ask its host", None, status=507)
+        raise RecordingError("recordings_full", said("this server's space for recordings is full (%(stored)s of %(cap)s "
+                                                     "bytes used); nothing was saved: download the run instead, or ask "
+                                                     "its host", stored=stored, cap=cap), None, status=507)
 
 
 def save_run(data: dict) -> RecordedRun:
     """Validate a recording (see docs/protocol.md, "Recorded runs") and store it; raises RecordingError."""
     if not isinstance(data, dict):
-        raise RecordingError("bad_json", "the body must be a JSON object")
+        raise RecordingError("bad_json", said("the body must be a JSON object"))
     check.depth(data)
     if len(json.dumps(data, separators=(",", ":")).encode()) > settings.EXPLAINER_MAX_RECORDING_BYTES:
         raise _too_large()
     for name in REQUIRED:
         if name not in data:
-            raise RecordingError("missing_field", f"{name} is required", name)
+            raise RecordingError("missing_field", said("%(name)s is required", name=name), name)
     messages, params = check.messages(data["messages"]), check.params(data["params"])
     seed, spec = check.seed(data["seed"]), check.model_spec(data["model_spec"])
     payloads, version = check.payloads(data["payloads"])
@@ -96,8 +100,9 @@ def load(run_id: str) -> RecordedRun | None:
     try:
         return RecordedRun.find(run_id)
     except DAMAGED_ROW as exc:
-        raise RecordingError("broken_recording", f"this recording cannot be read: its stored row is damaged "
-                             f"({type(exc).__name__})", None, status=422) from None
+        raise RecordingError("broken_recording", said("this recording cannot be read: its stored row is damaged "
+                                                      "(%(exception)s)", exception=type(exc).__name__), None,
+                             status=422) from None
 
 
 def replayable_payloads(run: RecordedRun) -> list[dict]:
@@ -105,13 +110,13 @@ def replayable_payloads(run: RecordedRun) -> list[dict]:
     is refused as `broken_recording` (422) instead of reaching a page or the API as it is."""
     try:
         if not isinstance(run.created_at, datetime.datetime):
-            raise RecordingError("invalid_value", "created_at is not a date", "created_at")
+            raise RecordingError("invalid_value", said("created_at is not a date"), "created_at")
         check.depth({"messages": run.messages, "params": run.params, "payloads": run.payloads})
         check.payloads(run.payloads)
         return upgrade(run.payloads, run.schema_version)
     except RecordingError as exc:
-        raise RecordingError("broken_recording", f"this recording cannot be replayed: {exc.message}"[:300], exc.field,
-                             status=422) from None
+        raise RecordingError("broken_recording", check.bounded(said("this recording cannot be replayed: %(problem)s",
+                                                                    problem=exc.message)), exc.field, status=422) from None
 
 
 def verified(run: RecordedRun) -> bool:

@@ -9,6 +9,8 @@ SCHEMA_VERSION changes only when a field is renamed or removed (with an upgrade 
 """
 from __future__ import annotations
 
+from .said import said
+
 SCHEMA_VERSION = 3
 
 _TOKEN = {"id": ("int", "token id"), "text": ("str", "the piece decoded alone"),
@@ -140,14 +142,14 @@ SCHEMA: dict[str, dict] = {
 
 
 class SchemaError(AssertionError):
-    """An emitted payload does not match SCHEMA."""
+    """An emitted payload does not match SCHEMA (or a recording's does: its sentence is `said`, the reader's)."""
 
 
 def validate_payload(payload: dict) -> None:
     """Raise SchemaError unless every field of its type's table is there with its top-level type."""
     kind = payload.get("type")
     if kind not in SCHEMA:
-        raise SchemaError(f"unknown payload type {kind!r}")
+        raise SchemaError(said("unknown payload type %(type)s", type=repr(kind)))
     _check(payload, SCHEMA[kind], kind)
 
 
@@ -157,21 +159,22 @@ _TYPES = {"int": int, "float": (int, float), "str": str, "bool": bool, "list": l
 def _check(obj: dict, spec: dict, path: str) -> None:
     missing = sorted(set(spec) - set(obj))
     if missing:
-        raise SchemaError(f"{path}: missing {missing}")
+        raise SchemaError(said("%(path)s: missing %(missing)s", path=path, missing=str(missing)))
     for name, rule in spec.items():
         value = obj[name]
         if isinstance(rule, dict):
             if not isinstance(value, dict):
-                raise SchemaError(f"{path}.{name}: expected object")
+                raise SchemaError(said("%(path)s: expected object", path=f"{path}.{name}"))
             _check(value, rule, f"{path}.{name}")
             continue
         kind = rule[0].rstrip("?")
         if value is None and rule[0].endswith("?"):
             continue
         if kind != "any" and (not isinstance(value, _TYPES[kind]) or (kind in ("int", "float") and isinstance(value, bool))):
-            raise SchemaError(f"{path}.{name}: expected {rule[0]}, got {type(value).__name__}")
+            raise SchemaError(said("%(path)s: expected %(expected)s, got %(got)s", path=f"{path}.{name}",
+                                   expected=rule[0], got=type(value).__name__))
         if kind == "packed" and not {"dtype", "shape", "b64"} <= set(value):
-            raise SchemaError(f"{path}.{name}: packed array needs dtype, shape, b64")
+            raise SchemaError(said("%(path)s: packed array needs dtype, shape, b64", path=f"{path}.{name}"))
 
 
 def field_paths(spec: dict, prefix: str = "") -> list[tuple[str, str, str]]:

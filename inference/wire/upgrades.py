@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import copy
 
+from .said import said
 from .schema import SCHEMA, SCHEMA_VERSION
 
 
@@ -48,14 +49,15 @@ UPGRADES = {0: _v0_to_v1, 1: _v1_to_v2, 2: _v2_to_v3}  # from version -> functio
 def upgrade(payloads: list[dict], from_version: int) -> list[dict]:
     """Copies of ``payloads`` brought from ``from_version`` to SCHEMA_VERSION (identity when already current)."""
     if isinstance(from_version, bool) or not isinstance(from_version, int) or from_version < 0:
-        raise UpgradeError("wrong_type", "schema_version must be a non-negative integer")
+        raise UpgradeError("wrong_type", said("schema_version must be a non-negative integer"))
     if from_version > SCHEMA_VERSION:
-        raise UpgradeError("unsupported_schema", f"schema_version {from_version} is newer than this server's {SCHEMA_VERSION}")
+        raise UpgradeError("unsupported_schema", said("schema_version %(version)s is newer than this server's %(current)s",
+                                                      version=from_version, current=SCHEMA_VERSION))
     out = payloads if from_version == SCHEMA_VERSION else copy.deepcopy(payloads)
     for version in range(from_version, SCHEMA_VERSION):
         step = UPGRADES.get(version)
         if step is None:
-            raise UpgradeError("unsupported_schema", f"no upgrade from schema_version {version}")
+            raise UpgradeError("unsupported_schema", said("no upgrade from schema_version %(version)s", version=version))
         out = [step(p) for p in out]
         for p in out:
             if "schema_version" in p:

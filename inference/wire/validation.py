@@ -12,6 +12,7 @@ import types
 import typing
 
 from inference.loading import ModelDescription
+from .said import said
 from .schema import SCHEMA, SchemaError, validate_payload
 
 _SCALARS = {int: "int", float: "float", str: "str", bool: "bool"}
@@ -45,23 +46,24 @@ def check_model_description(model, path: str) -> None:
     replay page renders it, and a key such as `items` would shadow the dict's own method in a template)."""
     extra = sorted(set(model) - set(MODEL_FIELDS))
     if extra:
-        raise SchemaError(f"{path}: unknown fields {extra[:5]}")
+        raise SchemaError(said("%(path)s: unknown fields %(fields)s", path=path, fields=str(extra[:5])))
     for name, (kind, nullable) in MODEL_FIELDS.items():
         if name not in model:
             if name in MODEL_OPTIONAL:
                 continue
-            raise SchemaError(f"{path}: missing {name!r}")
+            raise SchemaError(said("%(path)s: missing %(missing)s", path=path, missing=repr(name)))
         value = model[name]
         if not (value is None and nullable) and not _is(value, kind):
-            raise SchemaError(f"{path}.{name}: expected {_SCALARS.get(kind, kind.__name__)}, got {type(value).__name__}")
+            raise SchemaError(said("%(path)s: expected %(expected)s, got %(got)s", path=f"{path}.{name}",
+                                   expected=_SCALARS.get(kind, kind.__name__), got=type(value).__name__))
 
 
 def _check_packed(value: dict, path: str) -> None:
     shape = value["shape"]
     if not isinstance(value["dtype"], str) or not isinstance(value["b64"], str):
-        raise SchemaError(f"{path}: dtype and b64 must be strings")
+        raise SchemaError(said("%(path)s: dtype and b64 must be strings", path=path))
     if not isinstance(shape, list) or not all(_is(n, int) and n >= 0 for n in shape):
-        raise SchemaError(f"{path}.shape: expected a list of non-negative integers")
+        raise SchemaError(said("%(path)s: expected a list of non-negative integers", path=f"{path}.shape"))
 
 
 def _check_nested(obj: dict, spec: dict, path: str) -> None:
@@ -77,7 +79,7 @@ def _check_nested(obj: dict, spec: dict, path: str) -> None:
         elif rule[0].rstrip("?") == "list" and rule[1].startswith("[{"):
             bad = next((n for n, item in enumerate(value) if not isinstance(item, dict)), None)
             if bad is not None:
-                raise SchemaError(f"{where}[{bad}]: expected object")
+                raise SchemaError(said("%(path)s: expected object", path=f"{where}[{bad}]"))
 
 
 def check_recorded_payload(payload: dict) -> None:
@@ -99,8 +101,9 @@ def check_part_paths(pieces: list) -> None:
     for n, piece in enumerate(pieces):
         path = piece.get("path")
         if not isinstance(path, list) or not path or not all(isinstance(k, str) for k in path):
-            raise SchemaError(f"part.pieces[{n}].path: expected a non-empty list of strings")
+            raise SchemaError(said("%(path)s: expected a non-empty list of strings", path=f"part.pieces[{n}].path"))
         if UNSAFE_KEYS & set(path):
-            raise SchemaError(f"part.pieces[{n}].path: {sorted(UNSAFE_KEYS & set(path))[0]!r} is not a data key")
+            raise SchemaError(said("%(path)s: %(key)s is not a data key", path=f"part.pieces[{n}].path",
+                                   key=repr(sorted(UNSAFE_KEYS & set(path))[0])))
         if not isinstance(piece.get("text"), str) and not isinstance(piece.get("items"), list):
-            raise SchemaError(f"part.pieces[{n}]: expected text (a string) or items (a list)")
+            raise SchemaError(said("%(path)s: expected text (a string) or items (a list)", path=f"part.pieces[{n}]"))

@@ -1,5 +1,5 @@
 // While the server loads its model (the first start converts SmolLM2's GGUF), show how far it got.
-import { fill, gettext } from "./lib/i18n.js";
+import { fill, gettext, pageLanguage, withLanguage } from "./lib/i18n.js";
 
 const POLL_MS = 1000;
 
@@ -9,7 +9,8 @@ async function poll(box) {
   for (;;) {
     let state;
     try {
-      const response = await fetch("/api/model", { credentials: "same-origin" });
+      // ?lang=: the progress label and a load error are the server's sentences, said in the page's language
+      const response = await fetch(withLanguage("/api/model", pageLanguage), { credentials: "same-origin" });
       state = await response.json();
     } catch {
       await new Promise((resolve) => setTimeout(resolve, POLL_MS * 3));

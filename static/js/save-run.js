@@ -1,5 +1,5 @@
 // "Save run": post the messages this page received for the current run to /api/runs, show the permalink.
-import { fill, gettext } from "./lib/i18n.js";
+import { fill, gettext, pageLanguage, withLanguage } from "./lib/i18n.js";
 
 // `detail`: what the visitor asked for (every layer's lens of a step, a full attention matrix), so a replay has it too.
 const RECORDED = new Set(["session", "prefill", "step", "done", "check", "detail"]);
@@ -45,7 +45,9 @@ export class RunRecorder {
     const session = this.payloads[0];
     if (!session || !this.request) throw new Error(gettext("there is no finished run of this page to save"));
     const body = { ...this.request, seed: session.params.seed, model_spec: session.model.spec, payloads: this.payloads };
-    const response = await fetch("/api/runs", { method: "POST", body: JSON.stringify(body), credentials: "same-origin",
+    // ?lang=: a refusal's sentence (answer.error.message) comes back in the page's language
+    const response = await fetch(withLanguage("/api/runs", pageLanguage), {
+      method: "POST", body: JSON.stringify(body), credentials: "same-origin",
       headers: { "Content-Type": "application/json", "X-CSRFToken": csrfToken() } });
     const answer = await response.json();
     if (!response.ok) throw new Error(answer.error?.message || `HTTP ${response.status}`);

@@ -7,6 +7,7 @@ from playwright.sync_api import expect
 from websockets.sync.client import connect
 
 from tests.browser.test_controls import BANNER, finished, open_article
+from tests.support import ROOT
 
 
 def read_until(ws, wanted) -> dict:
@@ -61,3 +62,23 @@ def test_a_full_house_puts_the_visitor_in_line_stop_leaves_it_and_the_turn_comes
         assert steps >= 1 and reason in ("eos", "max_new_tokens"), (reason, steps)
         expect(page.locator("#reply")).not_to_have_text("")
         assert not page.errors, page.errors
+
+
+def test_in_french_the_servers_own_words_about_the_line_are_french(page, one_slot_url):
+    """The page's words ("you are 1st in line") and the server's ("You left the queue…", issue 28) in one language:
+    the page opens its socket with ?lang=fr, and the server says its sentence in French."""
+    french = json.loads((ROOT / "locale" / "strings" / "fr.json").read_text())
+    left = "You left the queue. Press Play to join it again."
+    with connect(one_slot_url.replace("http", "ws") + "/ws/session/", origin=one_slot_url) as holder:
+        hold_the_slot(holder)
+        page.goto(one_slot_url + "/?lang=fr")
+        expect(page.locator("#btn-play")).to_be_enabled(timeout=30_000)
+        box = page.locator("#messages textarea").first
+        box.fill("Une taupe creuse.")
+        box.press("Enter")
+        expect(page.locator(BANNER)).to_contain_text("Tous les emplacements de génération sont pris", timeout=30_000)
+        page.locator("#btn-stop").click()
+        expect(page.locator(BANNER)).to_have_text(french[left])
+        assert french[left] != left
+        holder.send(json.dumps({"type": "stop"}))
+    assert not page.errors, page.errors

@@ -5,7 +5,6 @@ import json
 import shutil
 import subprocess
 import threading
-from pathlib import Path
 
 import pytest
 import websockets
@@ -18,10 +17,9 @@ from explainer.services.device.executors import executor_for
 from explainer.services.run.visitor_run import READER_PAUSED, live_sessions
 from tests.conftest import require
 from tests.explainer.live_server import ORIGIN, daphne_flag, start_daphne
-from tests.support import connect, stories_spec, until
+from tests.support import client_module, connect, stories_spec, until
 
 MESSAGES = [{"role": "user", "content": "<t403> <t407>"}]
-CLIENT_JS = Path(__file__).resolve().parents[2] / "static" / "js" / "client.js"
 
 
 pytestmark = pytest.mark.usefixtures("stories_model")  # tests/explainer/conftest.py
@@ -248,8 +246,7 @@ async def test_bad_acks_are_refused(ack, code):
 
 def test_client_js_acks_every_8_messages_at_most_every_100_ms_and_when_idle(tmp_path):
     node = require(shutil.which("node"), "node", "apt-get install nodejs")
-    module = tmp_path / "client.mjs"  # the same file, as an ES module node will import
-    module.write_text(CLIENT_JS.read_text())
+    module = client_module(tmp_path)  # the same file, as an ES module node will import
     driver = tmp_path / "drive.mjs"
     driver.write_text(NODE_DRIVER)
     out = subprocess.run([node, str(driver), module.as_uri()], capture_output=True, text=True, timeout=60)

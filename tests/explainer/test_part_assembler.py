@@ -7,9 +7,8 @@ import subprocess
 import pytest
 
 from tests.conftest import require
-from tests.explainer.live_server import ROOT
+from tests.support import client_module
 
-CLIENT_JS = ROOT / "static" / "js" / "client.js"
 
 BAD_PATHS = [["__proto__", "toString"], ["constructor", "prototype", "toString"], ["toString"], ["hasOwnProperty"],
              ["prototype"], ["tokens", "length"], ["attention", "__proto__", "toString"], ["own_proto", "x"], [],
@@ -49,8 +48,7 @@ console.log(JSON.stringify(out));
 @pytest.fixture
 def run_driver(tmp_path):
     node = require(shutil.which("node"), "node", "apt-get install nodejs")
-    module = tmp_path / "client.mjs"  # the same file, as an ES module node will import
-    module.write_text(CLIENT_JS.read_text())
+    module = client_module(tmp_path)  # the same file, as an ES module node will import
     driver = tmp_path / "drive.mjs"
     driver.write_text(NODE_DRIVER)
 

@@ -6,6 +6,7 @@ from collections import Counter
 from django.conf import settings
 
 from explainer.services.admission import start_queue
+from inference.wire.said import said
 
 
 def per_address_limit() -> int:
@@ -28,7 +29,7 @@ class Capacity:
         """Why this address may take no slot now (its own cap), whatever the line: `busy`, never a wait."""
         per_address = per_address_limit()
         if address is not None and per_address > 0 and self.by_address[address] >= per_address:
-            return f"at most {per_address} runs generate at once from one address"
+            return said("at most %(limit)s runs generate at once from one address", limit=per_address)
         return None
 
     def try_acquire(self, limit: int | None = None, address: str | None = None) -> bool:
@@ -40,7 +41,7 @@ class Capacity:
         limit = self.limit if limit is None else min(limit, self.limit)
         with self._lock:
             if self.active >= limit:
-                return f"{limit} visitors are generating already"
+                return said("%(limit)s visitors are generating already", limit=limit)
             if (refused := self.address_refusal(address)) is not None:
                 return refused
             self.active += 1

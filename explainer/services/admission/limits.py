@@ -16,6 +16,7 @@ from django.core.cache import cache
 
 from explainer.protocol import ProtocolError
 from explainer.messages import error_payload
+from inference.wire.said import said
 
 REFUSED_CLOSE_CODE = 4029  # like HTTP 429: too many connections, or a socket that kept flooding
 QUEUED_CLOSE_CODE = 4009  # like 1009: more than EXPLAINER_MAX_QUEUED_BYTES sent and not yet read (explainer/daphne_patch.py)
@@ -30,7 +31,7 @@ class RateLimited(ProtocolError):
     """`rate_limited`, with how long to wait before the next frame is accepted."""
 
     def __init__(self, retry_after_s: float):
-        super().__init__("rate_limited", f"too many messages; wait {retry_after_s:g} s")
+        super().__init__("rate_limited", said("too many messages; wait %(seconds)s s", seconds=f"{retry_after_s:g}"))
         self.retry_after_s = retry_after_s
 
     def as_message(self) -> dict:
@@ -110,7 +111,8 @@ class SocketGuard:
             return None
         with _lock:
             if _open_per_address[self.address] >= limit:
-                return error_payload("too_many_connections", f"at most {limit} open connections per address")
+                return error_payload("too_many_connections",
+                                     said("at most %(limit)s open connections per address", limit=limit))
             _open_per_address[self.address] += 1
             self.counted = True
         return None

@@ -15,16 +15,22 @@ from django.conf import settings
 
 from explainer.messages import status_payload
 from explainer.services.run.control import QUEUED  # the `status` state of a start waiting in line
+from inference.wire.said import said
 
 LEFT_QUEUE = "left_queue"  # the `reason` of the idle status a stop in line gets
-LEFT_MESSAGE = "You left the queue. Press Play to join it again."
+LEFT_MESSAGE = said("You left the queue. Press Play to join it again.")
 HOLD_WEIGHT = 0.3  # how much one finished run moves the mean time a run holds its slot (an EWMA)
 
 
 def ordinal(n: int) -> str:
-    """1st, 2nd, 3rd, 4th … 11th, 12th, 13th, 21st."""
-    suffix = "th" if 10 <= n % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
-    return f"{n}{suffix}"
+    """1st, 2nd, 3rd, 4th … 11th, 12th, 13th, 21st; said, so each language writes its own (1er, 2e; 1.º; 第 1 位)
+    as the page's queue line does (static/js/article/chrome.js)."""
+    # The templates are the English suffixes: French writes 1er, 21e; Spanish 1.º; Chinese the number alone.
+    if n == 1:  # its own template: French writes 1er but 21e
+        return said("1st")
+    if 10 <= n % 100 <= 20 or n % 10 not in (1, 2, 3):
+        return said("%(n)sth", n=n)
+    return {1: said("%(n)sst", n=n), 2: said("%(n)snd", n=n), 3: said("%(n)srd", n=n)}[n % 10]
 
 
 class RunLengths:
@@ -46,8 +52,12 @@ def queued_status(position: int, slots: int, mean_run_s: float | None) -> dict:
     """"You are 3rd in line; about 10 s": the wait is the runs ahead, `slots` at a time, each as long as runs
     have lately been here (no estimate before one run has finished)."""
     eta = None if mean_run_s is None else max(1, math.ceil(math.ceil(position / max(1, slots)) * mean_run_s))
-    about = "" if eta is None else f"; about {eta} s"
-    message = f"Every generation slot is taken. You are {ordinal(position)} in line{about}. Stop leaves the line."
+    place = ordinal(position)
+    if eta is None:
+        message = said("Every generation slot is taken. You are %(place)s in line. Stop leaves the line.", place=place)
+    else:
+        message = said("Every generation slot is taken. You are %(place)s in line; about %(seconds)s s. Stop leaves "
+                       "the line.", place=place, seconds=eta)
     return status_payload(QUEUED, message, run_state=QUEUED, position=position, eta_s=eta)
 
 

@@ -20,6 +20,7 @@ from inference import languages, serving
 from inference.loading import ModelNotAvailable
 from inference.wire.builders import measured_payload, serving_payload
 from inference.prompting import build_prompt
+from inference.wire.said import said, told
 
 DEFAULT_PROMPT = [{"role": "user", "content": "The mole on my face may need a biopsy. Explain this simply."}]
 NEW_TOKENS = 16  # short runs: a measurement holds the device's executor while it runs
@@ -72,14 +73,17 @@ def _admit(address: str | None) -> None:
     """One fresh measurement at a time per process; per address, EXPERIMENTS at once, then one every
     EXPLAINER_MEASURE_INTERVAL_S."""
     if _running:
-        raise MeasureBusy(f"another measurement ({_running[0]}) is running; its result is cached for everyone", 5)
+        raise MeasureBusy(said("another measurement (%(what)s) is running; its result is cached for everyone",
+                               what=_running[0]), 5)
     interval = settings.EXPLAINER_MEASURE_INTERVAL_S
     if address is None or interval <= 0:
         return
     bucket = _fresh.setdefault(address, TokenBucket(1 / interval, EXPERIMENTS))
     wait = bucket.take()
     if wait:
-        raise MeasureBusy(f"{EXPERIMENTS} new measurements per address, then one every {interval:g} s", round(wait, 1))
+        every = int(interval) if float(interval).is_integer() else interval  # as {interval:g} wrote it: 60, not 60.0
+        raise MeasureBusy(said("%(count)s new measurements per address, then one every %(every)s s", count=EXPERIMENTS,
+                               every=every), round(wait, 1))
 
 
 def forget() -> None:
@@ -140,18 +144,22 @@ def language_lines(message: dict) -> list:
     if lines is None:
         return list(languages.SENTENCES)
     if not isinstance(lines, list) or not 1 <= len(lines) <= languages.MAX_LINES:
-        raise ProtocolError("out_of_range", f"lines must be a list of 1 to {languages.MAX_LINES} lines", "lines")
+        raise ProtocolError("out_of_range", said("lines must be a list of 1 to %(most)s lines", most=languages.MAX_LINES),
+                            "lines")
     out = []
     for n, line in enumerate(lines):
         text, lang, name = (line.get(k) if isinstance(line, dict) else None for k in ("text", "lang", "name"))
         if not isinstance(text, str) or not 1 <= len(text) <= languages.MAX_CHARS or not text.strip():
-            raise ProtocolError("out_of_range", f"lines[{n}].text must be 1 to {languages.MAX_CHARS} characters", "lines")
+            raise ProtocolError("out_of_range", said("lines[%(n)s].text must be 1 to %(most)s characters", n=n,
+                                                     most=languages.MAX_CHARS), "lines")
         if any(0xD800 <= ord(c) <= 0xDFFF for c in text):
-            raise ProtocolError("invalid_value", f"lines[{n}].text is not valid Unicode (a lone surrogate)", "lines")
+            raise ProtocolError("invalid_value", said("lines[%(n)s].text is not valid Unicode (a lone surrogate)", n=n),
+                                "lines")
         if not isinstance(lang, str) or not LANG_TAG.fullmatch(lang):
-            raise ProtocolError("invalid_value", f"lines[{n}].lang must be a language tag such as fr or zh-Hans", "lines")
+            raise ProtocolError("invalid_value", said("lines[%(n)s].lang must be a language tag such as fr or zh-Hans", n=n),
+                                "lines")
         if not isinstance(name, str) or not 1 <= len(name) <= 40:
-            raise ProtocolError("out_of_range", f"lines[{n}].name must be 1 to 40 characters", "lines")
+            raise ProtocolError("out_of_range", said("lines[%(n)s].name must be 1 to 40 characters", n=n), "lines")
         out.append(languages.Line(lang, name, text))
     return out
 
@@ -175,7 +183,7 @@ def _experiment(what: str, loaded, ids: list[int], progress=None) -> dict:
     if what == "quantize":
         from inference.quantize import quantize_experiment
         return quantize_experiment(loaded, ids, 8, NEW_TOKENS, progress=progress)
-    raise ProtocolError("invalid_value", f"unknown measurement {what}", "what")
+    raise ProtocolError("invalid_value", said("unknown measurement %(what)s", what=what), "what")
 
 
 def _speculative(message: dict, loaded, ids: list[int], progress=None) -> dict:
@@ -189,5 +197,5 @@ def _speculative(message: dict, loaded, ids: list[int], progress=None) -> dict:
     try:
         draft = model_registry.get_draft()
     except ModelNotAvailable as exc:
-        raise ProtocolError("model_error", str(exc)) from None
+        raise ProtocolError("model_error", told(exc)) from None
     return speculative_report(loaded, draft, ids, NEW_TOKENS * 2, settings.EXPLAINER_SPECULATIVE_K, progress=progress)

@@ -8,10 +8,11 @@ from inference.article_checks import weights_checksum
 from inference.loading import LoadedModel, ModelNotAvailable, load_model
 from inference.prefix_cache import PrefixCache, default_budget
 from inference.shipped import notice_for
+from inference.wire.said import said, told
 
 _lock = threading.Lock()
 _shared: dict[str, object] = {}  # "model", "checksum", "draft": loaded once, shared by every visitor
-_progress: dict[str, object] = {"what": "waiting to start", "done": 0.0}  # the first load, for the page
+_progress: dict[str, object] = {"what": said("waiting to start"), "done": 0.0}  # the first load, for the page
 
 
 def _record_progress(what: str, done: float) -> None:
@@ -68,7 +69,7 @@ def model_status() -> dict:
         return {"spec": settings.EXPLAINER_MODEL, "ok": True, "description": get_model().description.to_dict(), "error": None,
                 "notice": notice()}
     except ModelNotAvailable as exc:
-        return {"spec": settings.EXPLAINER_MODEL, "ok": False, "description": None, "error": str(exc), "notice": notice()}
+        return {"spec": settings.EXPLAINER_MODEL, "ok": False, "description": None, "error": told(exc), "notice": notice()}
 
 
 _background: dict[str, threading.Thread] = {}

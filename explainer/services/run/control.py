@@ -18,17 +18,18 @@ import time
 
 from explainer.protocol import ProtocolError
 from explainer.messages import status_payload
+from inference.wire.said import said
 
 IDLE, QUEUED, PREFILLING, RUNNING, PAUSED, HELD, STOPPING, FINISHED = (
     "idle", "queued", "prefilling", "running", "paused", "held", "stopping", "finished")
 LIVE = (QUEUED, PREFILLING, RUNNING, PAUSED, HELD)  # a stop is accepted from each of these
 BEFORE_PREFILL = (QUEUED, PREFILLING)  # a pause or resume here says what the prefill turns into
-READER_MESSAGE = "waiting for the client to read (ack)"
+READER_MESSAGE = said("waiting for the client to read (ack)")
 IDLE_TIMEOUT = "idle_timeout"  # the closing status's `reason` when a paused or held run waited too long
 PAUSED_MEMORY = "paused_memory"  # ... when the paused runs' memory budget ended it (the least recently active)
 ENDED_BECAUSE = {
-    IDLE_TIMEOUT: "the run was paused too long; its generation slot was released",
-    PAUSED_MEMORY: "the server's memory for paused runs was full, and this run had waited longest: fork or start again",
+    IDLE_TIMEOUT: said("the run was paused too long; its generation slot was released"),
+    PAUSED_MEMORY: said("the server's memory for paused runs was full, and this run had waited longest: fork or start again"),
 }
 
 
@@ -152,9 +153,10 @@ class RunControl:
         """One step while paused; its answer is the `step` itself."""
         self._require(LIVE, "step")
         if self.state != PAUSED:
-            raise ProtocolError("invalid_state", f"the run is {self.state}; step works on a paused run: send pause first")
+            raise ProtocolError("invalid_state", said("the run is %(state)s; step works on a paused run: send pause first",
+                                                     state=self.state))
         if self.step_asked:
-            raise ProtocolError("step_pending", "the step asked for is still computing; step again once it arrives")
+            raise ProtocolError("step_pending", said("the step asked for is still computing; step again once it arrives"))
         self.step_asked = True
         self.quiet.clear()
         self.wake()
@@ -176,7 +178,8 @@ class RunControl:
     def check_fork(self) -> None:
         self._require(LIVE + (FINISHED,), "fork")
         if self.state in BEFORE_PREFILL:
-            raise ProtocolError("invalid_state", f"the run is still {self.state}; fork once it has a step", "type")
+            raise ProtocolError("invalid_state", said("the run is still %(state)s; fork once it has a step",
+                                                      state=self.state), "type")
 
     def fork(self) -> None:
         """A fork continues paused (from a finished run too)."""
@@ -189,7 +192,8 @@ class RunControl:
         if self.state in allowed:
             return
         if self.state == IDLE:
-            raise ProtocolError("no_run", "start a run first")
+            raise ProtocolError("no_run", said("start a run first"))
         if self.state == STOPPING:
-            raise ProtocolError("stopping", f"the run is stopping: {verb} is refused; wait for done, then fork or start again")
-        raise ProtocolError("finished", f"the run has finished: {verb} is refused; fork or start again")
+            raise ProtocolError("stopping", said("the run is stopping: %(verb)s is refused; wait for done, then fork or start "
+                                                 "again", verb=verb))
+        raise ProtocolError("finished", said("the run has finished: %(verb)s is refused; fork or start again", verb=verb))

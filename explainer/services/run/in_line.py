@@ -8,11 +8,14 @@ from explainer.messages import status_payload
 from explainer.services.admission.capacity import generating
 from explainer.services.admission.start_queue import LEFT_MESSAGE, LEFT_QUEUE, local_queue, queued_status, run_lengths
 from explainer.services.run.control import QUEUED
+from inference.wire.said import said
 
 
 def line_full_reason(limit: int) -> str:
-    waiting = f" and {local_queue.bound} starts are waiting in line already" if local_queue.bound else ""
-    return f"{limit} visitors are generating already{waiting}; press Play again in a little while"
+    if not local_queue.bound:
+        return said("%(limit)s visitors are generating already; press Play again in a little while", limit=limit)
+    return said("%(limit)s visitors are generating already and %(waiting)s starts are waiting in line already; press "
+                "Play again in a little while", limit=limit, waiting=local_queue.bound)
 
 
 class InLine:

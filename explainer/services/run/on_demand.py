@@ -14,6 +14,7 @@ from explainer.services.run.control import HELD, status
 from inference.ondemand import detail, retemper
 from explainer.messages import busy_payload, status_payload
 from inference.wire.builders import serving_progress_payload
+from inference.wire.said import said, told
 
 READER_PAUSED = status(HELD)
 
@@ -28,7 +29,7 @@ class OnDemandAnswers:
         if self.window.full:
             reason = READER_PAUSED["message"]
         elif device is not None and (waiting := queue_depth(device)) > settings.EXPLAINER_MAX_DEVICE_QUEUE:
-            reason = f"{waiting} model calls are waiting for the device"
+            reason = said("%(waiting)s model calls are waiting for the device", waiting=waiting)
         else:
             return False
         await self.send(busy_payload(reason, 1, what))
@@ -76,7 +77,7 @@ class OnDemandAnswers:
         try:
             reply = await measurements.serve(what, message, session, device, self.address, progress)
         except measurements.MeasureBusy as busy:
-            reply = busy_payload(str(busy), busy.retry_after_s, what)
+            reply = busy_payload(told(busy), busy.retry_after_s, what)
         except Exception as exc:  # a refused field or a model failure: this measurement's answer only
             reply = refusal(exc)
         await self.send(reply)
@@ -87,4 +88,4 @@ class OnDemandAnswers:
         task.add_done_callback(self.measuring.discard)
 
 
-LOADING = status_payload("loading", "Loading the model…")
+LOADING = status_payload("loading", said("Loading the model…"))

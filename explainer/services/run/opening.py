@@ -24,6 +24,7 @@ from inference.engine import GenerationSession
 from inference.loading import ModelNotAvailable
 from inference.prompting import PromptError, build_prompt, typed_tokens, validate_messages, validate_text
 from inference.sampling import SamplingParams, with_fresh_seed
+from inference.wire.said import said, told
 
 COUNTS_PER_S, COUNTS_BURST = 4, 8  # `tokenize` answers a socket may have (the page asks once typing pauses)
 CHARS_PER_TOKEN = 64  # more characters than this per allowed token cannot fit: refused before tokenizing
@@ -34,9 +35,10 @@ OPEN_RUNS: weakref.WeakSet = weakref.WeakSet()  # runs whose GenerationSession i
 def too_long(prompt, loaded) -> str:
     """The refusal of a prompt past the server's cap, which is not the model's context window."""
     added = len(prompt.ids) - typed_tokens(prompt)
-    return (f"the prompt has {len(prompt.ids)} tokens ({added} of them added by the chat template); this server "
-            f"takes at most {settings.EXPLAINER_MAX_PROMPT_TOKENS} prompt tokens a run, to keep every visitor's wait "
-            f"short (the model's own context window is {loaded.description.context_window:,} tokens)")
+    return said("the prompt has %(tokens)s tokens (%(added)s of them added by the chat template); this server takes at "
+                "most %(most)s prompt tokens a run, to keep every visitor's wait short (the model's own context window "
+                "is %(window)s tokens)", tokens=len(prompt.ids), added=added, most=settings.EXPLAINER_MAX_PROMPT_TOKENS,
+                window=f"{loaded.description.context_window:,}")
 
 
 def validated(fields: dict) -> dict:
@@ -111,14 +113,15 @@ class Opening(InLine):
         """The loaded model and the prompt as its tokenizer reads it (refused unread when far too long)."""
         typed = sum(len(m["content"]) for m in fields["messages"]) if fields["text"] is None else len(fields["text"])
         if typed > settings.EXPLAINER_MAX_PROMPT_TOKENS * CHARS_PER_TOKEN:  # too long for any tokenizer: no device call
-            raise ProtocolError("out_of_range", f"the prompt has {typed} characters, far past the limit of "
-                                f"{settings.EXPLAINER_MAX_PROMPT_TOKENS} tokens", "messages")
+            raise ProtocolError("out_of_range", said("the prompt has %(typed)s characters, far past the limit of "
+                                                     "%(most)s tokens", typed=typed,
+                                                     most=settings.EXPLAINER_MAX_PROMPT_TOKENS), "messages")
         if not model_registry.is_loaded():
             await self.send(LOADING)
         try:
             loaded = await run_on("loader", model_registry.get_model)
         except ModelNotAvailable as exc:
-            raise ProtocolError("model_error", str(exc)) from None
+            raise ProtocolError("model_error", told(exc)) from None
         self.device = loaded.description.device
         # Off the model thread: the tokenizer alone, bounded by CHARS_PER_TOKEN, never waits behind forward passes
         prompt = await asyncio.to_thread(build_prompt, loaded.tokenizer, messages=fields["messages"], text=fields["text"])
@@ -179,8 +182,8 @@ class Opening(InLine):
     def _prefilling(self) -> dict:
         """The prefill's progress: prompt tokens in the cache so far, of the prompt's (one status per chunk)."""
         fed, total = self.session.fed, len(self.session.ids)
-        return {**status(PREFILLING, f"reading the prompt: {fed} of {total} tokens"), "prefilled_tokens": fed,
-                "prompt_tokens": total}
+        reading = said("reading the prompt: %(fed)s of %(total)s tokens", fed=fed, total=total)
+        return {**status(PREFILLING, reading), "prefilled_tokens": fed, "prompt_tokens": total}
 
     async def _stopped_in_prefill(self) -> None:
         """A stop read between the prompt's chunks: no step, no checks; the run's `done` (stopped) and `finished`."""

@@ -17,14 +17,15 @@ from django.conf import settings
 from explainer.protocol import ProtocolError
 from explainer.messages import error_payload, status_payload, tokenized_payload
 from explainer.services.run.remote_line import RemoteLine, least_loaded, room
+from inference.wire.said import said
 
 log = logging.getLogger(__name__)
 PING_EVERY_S = 1.0
 # What a visitor reads while no worker answers (operator detail goes to the log and the host page).
-STARTING = "The class server is starting (model loading, about 30 s). Your run starts as soon as it is ready."
-RESTARTING = "The class server is restarting part of itself. Your run starts as soon as it is back."
-WORKER_LOST = "The class server restarted part of itself, the part running your run. Press Play again."
-NO_WORKER = "No model is running on the server right now. Press Play again in a minute, or tell the host."
+STARTING = said("The class server is starting (model loading, about 30 s). Your run starts as soon as it is ready.")
+RESTARTING = said("The class server is restarting part of itself. Your run starts as soon as it is back.")
+WORKER_LOST = said("The class server restarted part of itself, the part running your run. Press Play again.")
+NO_WORKER = said("No model is running on the server right now. Press Play again in a minute, or tell the host.")
 
 
 class WorkersSeen:
@@ -76,7 +77,7 @@ class RemoteRun(RemoteLine):
         if message["type"] == "stop" and self._leave_line():
             return  # the start it stops is still waiting in line (remote_line.py), ahead of it in the outbox
         if self.outbox.full():
-            raise ProtocolError("rate_limited", "too many messages waiting for the inference worker")
+            raise ProtocolError("rate_limited", said("too many messages waiting for the inference worker"))
         self.outbox.put_nowait(message)
         if self.sender is None or self.sender.done():
             self.sender = asyncio.create_task(self._send_in_order())
@@ -108,7 +109,7 @@ class RemoteRun(RemoteLine):
         elif self.worker is None:
             if message["type"] == "ack":  # a follower's or a lost session's reading: nothing to tell a worker
                 return
-            raise ProtocolError("no_run", "start a run first")
+            raise ProtocolError("no_run", said("start a run first"))
         await self._send_to(self.worker, {"type": "visitor.frame", "reply": self.channel_name, "message": message,
                                           "keep_while_connected": self.keep_while_connected})
         if message["type"] == "start":
@@ -229,4 +230,4 @@ class RemoteRun(RemoteLine):
             watchdog.cancel()
         log.warning("worker %s stopped or restarted", lost)
         await self.send(error_payload("worker_lost", WORKER_LOST))  # the operator's detail is the log line above
-        await self.send(status_payload("finished", "worker_lost"))
+        await self.send(status_payload("finished", WORKER_LOST, reason="worker_lost"))  # why, named, as relay.py reads it

@@ -21,6 +21,7 @@ from explainer.services.run.control import FINISHED, HELD, PAUSED, PAUSED_MEMORY
 from inference.engine import GenerationSession
 from inference.wire.framing import split_message
 from explainer.messages import busy_payload
+from inference.wire.said import said
 
 log = logging.getLogger(__name__)
 MAX_ACK = 2**53  # the largest integer a browser's JSON numbers hold exactly
@@ -186,7 +187,7 @@ class VisitorRun(Opening, OnDemandAnswers):
 
     def _require_session(self) -> GenerationSession:
         if self.session is None:
-            raise ProtocolError("no_run", "start a run first")
+            raise ProtocolError("no_run", said("start a run first"))
         return self.session
 
     # ---- the control verbs: transitions of self.control --------------------------------------------
@@ -198,7 +199,8 @@ class VisitorRun(Opening, OnDemandAnswers):
         holds no slot: it takes one again here, or hears `busy` (stepping still works)."""
         if self.control.state == PAUSED and not self.holds_slot:
             if (refused := generating.refusal(self.slot_limit, self.address)) is not None:
-                await self.reply(busy_payload(f"no free generation slot to resume ({refused}); Step still works", 5))
+                await self.reply(busy_payload(said("no free generation slot to resume (%(refused)s); Step still works",
+                                                  refused=refused), 5))
                 return
             self._took_slot()
         await self.reply(self.control.resume())
@@ -247,7 +249,7 @@ class VisitorRun(Opening, OnDemandAnswers):
             self.control.wake()  # the driver looks again: the forked session may be finished (its last step forced)
         if restart:
             self.task = asyncio.create_task(self._drive())
-        await self.send(status(PAUSED, "forked: resume or step"))
+        await self.send(status(PAUSED, said("forked: resume or step")))
 
     async def ack(self, message: dict) -> None:
         """The client has read `received` server messages on this socket; no reply (docs/protocol.md)."""

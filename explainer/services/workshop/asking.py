@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from explainer.protocol import ProtocolError
 from explainer.services.workshop import quiz
+from inference.wire.said import said
 from inference.wire.framing import join_message
 
 IDLE, COMPUTING, OPEN = "idle", "computing", "open"
@@ -28,7 +29,7 @@ class Asking:
     def refuse_run_verbs(self) -> None:
         """While the class guesses, the broadcast waits: a step or a resume would show the answer."""
         if self.holding:
-            raise ProtocolError("quiz_open", "the class is answering: reveal the answer first", "type")
+            raise ProtocolError("quiz_open", said("the class is answering: reveal the answer first"), "type")
 
     def hold(self, frame: dict) -> dict | None:
         """Keep a frame back from the room; the complete next step once it is in (its `part`s joined)."""

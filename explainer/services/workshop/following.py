@@ -17,17 +17,19 @@ from explainer.protocol import ProtocolError
 from explainer.services.workshop import policy, presence, quiz
 from explainer.services.admission.limits import RateLimited, TokenBucket
 from explainer.messages import answered_payload, workshop_payload
+from inference.wire.said import said
 
 VERBS = ("follow", "answer")
 GROUP = "workshop"
 RESYNC_EVERY = 32  # frames waiting behind a gap: ask the host again (its answer may have been dropped)
 SYNC_AGAIN_S = 2.0  # at most one catch-up request in flight per follower
 FOLLOW_RATE_PER_S, FOLLOW_BURST = 0.5, 4  # follow toggles: a few clicks, never a replay flood
+WORKSHOP_OFF = said("workshop mode is off on this server")
 
 def refuse_own_runs_if_off(snapshot: dict) -> None:
     if not snapshot["limits"]["own_runs_allowed"]:
-        raise ProtocolError("workshop_pinned", "the workshop host has turned off visitors' own runs: "
-                            "follow the host's run")
+        raise ProtocolError("workshop_pinned", said("the workshop host has turned off visitors' own runs: "
+                                                    "follow the host's run"))
 
 
 class NoFollower:
@@ -48,7 +50,7 @@ class NoFollower:
             refuse_own_runs_if_off(await policy.snapshot())
 
     async def handle(self, message):
-        raise ProtocolError("invalid_state", "this socket cannot follow a workshop host", "type")
+        raise ProtocolError("invalid_state", said("this socket cannot follow a workshop host"), "type")
 
     async def on_frame(self, event): pass
 
@@ -112,7 +114,7 @@ class Follower(NoFollower):
     async def _answer(self, message: dict) -> None:
         """This socket's guess at the open question (a second one changes it); `answered` echoes how it counted."""
         if not self.joined:
-            raise ProtocolError("invalid_state", "workshop mode is off on this server", "type")
+            raise ProtocolError("invalid_state", WORKSHOP_OFF, "type")
         fields = quiz.answer_fields(message)
         await self.consumer.send_frame(answered_payload(await quiz.record_answer(fields, self.consumer.channel_name)))
 
@@ -120,9 +122,9 @@ class Follower(NoFollower):
         """{"type": "follow", "on": true|false}."""
         on = message.get("on")
         if not isinstance(on, bool):
-            raise ProtocolError("wrong_type", "on must be true or false", "on")
+            raise ProtocolError("wrong_type", said("%(field)s must be true or false", field="on"), "on")
         if not self.joined:
-            raise ProtocolError("invalid_state", "workshop mode is off on this server", "type")
+            raise ProtocolError("invalid_state", WORKSHOP_OFF, "type")
         if wait := self.toggles.take():
             raise RateLimited(round(wait, 2))
         if on and not self.following:

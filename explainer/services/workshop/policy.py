@@ -12,6 +12,7 @@ from django.core.cache import cache
 from explainer.models import WorkshopState
 from explainer.protocol import ProtocolError, integer
 from inference.sampling import ParamError, SamplingParams
+from inference.wire.said import said, told
 
 LIVE_STATES = ("starting", "loading", "prefilling", "running", "paused")  # a broadcast in one of these is in progress
 NO_LIMITS = {"max_new_tokens": None, "max_sessions": None, "own_runs_allowed": True}
@@ -76,11 +77,11 @@ async def snapshot() -> dict:
 def validate_pins(params) -> dict:
     """Pins are sampling parameters: each must pass the same checks as a visitor's own."""
     if not isinstance(params, dict):
-        raise ProtocolError("wrong_type", "params must be an object", "params")
+        raise ProtocolError("wrong_type", said("params must be an object"), "params")
     try:
         SamplingParams.from_dict(params, max_new_tokens_cap=settings.EXPLAINER_MAX_NEW_TOKENS)
     except ParamError as exc:
-        raise ProtocolError(getattr(exc, "code", "invalid_value"), str(exc), getattr(exc, "field", "params")) from None
+        raise ProtocolError(getattr(exc, "code", "invalid_value"), told(exc), getattr(exc, "field", "params")) from None
     return params
 
 
@@ -90,7 +91,8 @@ def validate_limits(message: dict) -> dict:
               "max_sessions": integer(message, "max_sessions", 1, required=False)}
     allowed = message.get("own_runs_allowed", True)
     if not isinstance(allowed, bool):
-        raise ProtocolError("wrong_type", "own_runs_allowed must be true or false", "own_runs_allowed")
+        raise ProtocolError("wrong_type", said("%(field)s must be true or false", field="own_runs_allowed"),
+                            "own_runs_allowed")
     limits["own_runs_allowed"] = allowed
     return limits
 

@@ -17,6 +17,7 @@ from django.utils import timezone
 
 from explainer.models import QuizAnswer, QuizQuestion
 from explainer.protocol import ProtocolError, integer
+from inference.wire.said import said
 
 TOP, LOWER = 8, 2  # candidates: the model's top TOP, and LOWER more from further down its list
 MAX_TYPED, MAX_NICKNAME = 64, 24
@@ -109,16 +110,17 @@ def answer_fields(message: dict) -> dict:
     """{"type": "answer", "question": id, "choice": key} or {… "text": "free text"}; optional "nickname"."""
     question = message.get("question")
     if not isinstance(question, str) or not 0 < len(question) <= 32:
-        raise ProtocolError("missing_field", "question must be the id of the open question", "question")
+        raise ProtocolError("missing_field", said("question must be the id of the open question"), "question")
     has_choice, has_text = message.get("choice") is not None, message.get("text") is not None
     if has_choice == has_text:
-        raise ProtocolError("missing_field", "an answer needs exactly one of choice or text", "choice")
+        raise ProtocolError("missing_field", said("an answer needs exactly one of choice or text"), "choice")
     text = message.get("text")
     if has_text and (not isinstance(text, str) or not text.strip() or len(text) > MAX_TYPED):
-        raise ProtocolError("out_of_range", f"text must be 1 to {MAX_TYPED} characters", "text")
+        raise ProtocolError("out_of_range", said("text must be 1 to %(limit)s characters", limit=MAX_TYPED), "text")
     nickname = message.get("nickname", "")
     if not isinstance(nickname, str) or len(nickname) > MAX_NICKNAME:
-        raise ProtocolError("out_of_range", f"nickname must be text of at most {MAX_NICKNAME} characters", "nickname")
+        raise ProtocolError("out_of_range", said("nickname must be text of at most %(limit)s characters",
+                                                 limit=MAX_NICKNAME), "nickname")
     choice = integer(message, "choice", 0, TOP + LOWER - 1, required=False)
     return {"question": question, "choice": choice, "text": text, "nickname": nickname.strip()}
 
@@ -128,9 +130,9 @@ def record_answer(fields: dict, socket: str) -> dict:
     """Store (or change) this socket's answer; refused by name once the question is revealed or gone."""
     question = QuizQuestion.objects.filter(pk=fields["question"]).first()
     if question is None:
-        raise ProtocolError("quiz_closed", "that question is no longer asked", "question")
+        raise ProtocolError("quiz_closed", said("that question is no longer asked"), "question")
     if question.revealed_at is not None:
-        raise ProtocolError("quiz_closed", "the answer has been revealed: answers are closed for this question",
+        raise ProtocolError("quiz_closed", said("the answer has been revealed: answers are closed for this question"),
                             "question")
     if fields["choice"] is not None:
         picked = question.candidates[fields["choice"]]
@@ -158,10 +160,10 @@ def match_typed(text: str, reply: str) -> tuple[int, str, int]:
     encoded = [tokenizer.encode(r, add_special_tokens=False) for r in readings]
     ids = next((e for e in encoded if len(e) == 1), encoded[0])
     if not ids:
-        raise ProtocolError("invalid_value", "that text reads as no token at all", "text")
+        raise ProtocolError("invalid_value", said("that text reads as no token at all"), "text")
     if ids[0] == tokenizer.unk_token_id:
-        raise ProtocolError("invalid_value", f"{text.strip()[:20]!r} is not a token this model knows: pick a "
-                            "candidate or type another word", "text")
+        raise ProtocolError("invalid_value", said("%(text)s is not a token this model knows: pick a candidate or type "
+                                                  "another word", text=repr(text.strip()[:20])), "text")
     return ids[0], tokenizer.decode([ids[0]]), len(ids)
 
 

@@ -25,6 +25,7 @@ from explainer.services.run.visitor_run import MAX_ACK
 from explainer.services.workshop import asking, policy, quiz
 from explainer.services.workshop.following import GROUP
 from explainer.words import packed_message
+from inference.wire.said import said
 
 log = logging.getLogger(__name__)
 HOST_LEFT = "host_left"  # the broadcast's stop_reason when it ended because the host was gone too long
@@ -159,11 +160,11 @@ class BroadcastRelay:
     async def ask(self) -> None:
         """"Ask the class": the paused broadcast computes its next step, held back until the reveal."""
         if self.broadcast.id is None:
-            raise ProtocolError("no_run", "broadcast a run first", "type")
+            raise ProtocolError("no_run", said("broadcast a run first"), "type")
         self.asking.refuse_run_verbs()
         if self.broadcast.summary.get("state") != "paused":
-            raise ProtocolError("invalid_state", "pause the broadcast first: the class guesses the next token of a "
-                                "paused run", "type")
+            raise ProtocolError("invalid_state", said("pause the broadcast first: the class guesses the next token of "
+                                                      "a paused run"), "type")
         self.asking.state = asking.COMPUTING
         try:
             await self.run.step({"type": "step"})
@@ -174,7 +175,7 @@ class BroadcastRelay:
     async def reveal(self) -> None:
         """Show the room the model's odds beside its own answers, then the held step and what followed it."""
         if self.asking.state != asking.OPEN:
-            raise ProtocolError("no_question", "ask the class first: no question is open", "type")
+            raise ProtocolError("no_question", said("ask the class first: no question is open"), "type")
         question = self.asking.question
         outcome = await quiz.reveal(question["id"], quiz.outcome_of(question["step"], question["candidates"]))
         self.broadcast.summary["quiz"] = {**self.broadcast.summary["quiz"], "state": "revealed", "outcome": outcome}

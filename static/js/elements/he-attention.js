@@ -84,7 +84,9 @@ class HeAttention extends SteppedElement {
     const pre = state.prefill;
     if (!pre?.attention) { this.#ui = null; this.root.replaceChildren(el("p", { class: "he-empty" }, gettext("Press play: attention weights appear here."))); return; }
     if (pre.attention.layers === 0) {  // a model without attention (Mamba, RWKV): say what it does instead
-      const note = state.model?.absent_stages?.attention || gettext("this model has no attention layers");
+      // The server's note (model.absent_stages.attention) is recorded in English: the same sentence, said here.
+      const note = gettext("this model has no attention layers: its layers mix tokens with a recurrence or convolution "
+        + "(state-space / linear layers) instead");
       this.#ui = null;
       this.dataset.layers = "0";
       this.root.replaceChildren(el("p", { class: "he-empty he-absent" }, fill(gettext("No attention to draw: %(note)s."), { note })));

@@ -52,7 +52,8 @@ class HeQuant extends MeasuredElement {
         fill(ngettext("%(n)s linear layer were stored as int%(bits)s with one scale per output channel.",
           "%(n)s linear layers were stored as int%(bits)s with one scale per output channel.", data.quantized_layers),
         { n: Number.isFinite(Number(data.quantized_layers)) && data.quantized_layers != null ? grouped(data.quantized_layers) : "–", bits }),
-        fill(gettext("LM head: %(head)s."), { head: String(data.lm_head) }),
+        // lm_head is "int8", or the server's "float (tied to embeddings)": said here in the page's words
+        fill(gettext("LM head: %(head)s."), { head: /tied/.test(data.lm_head) ? gettext("float (tied to embeddings)") : String(data.lm_head) }),
         ...(/tied/.test(data.lm_head) ? [gettext("It shares its matrix with the embedding table, which stays in float, so the head does too.")] : []),
       ])),
       line,
