@@ -59,17 +59,19 @@ def test_a_token_the_other_run_filtered_out_makes_kl_infinite_and_js_finite():
     assert divergences(q, p)[0] == pytest.approx(math.log(2))
 
 
-def test_the_int8_copys_logit_difference_per_step_is_quantizes_own(bundled):
-    """Greedy float against greedy int8: while their tokens agree, each step's largest logit difference is the
-    figure `python -m inference quantize` computes at that position (teacher-forced over the float reply)."""
-    steps = 8
-    pair = paired(bundled, {"temperature": 0}, {"temperature": 0}, other=quantized_copy(bundled, 8), steps=steps)
-    report = quantize_experiment(bundled, pair.a.prompt.ids, 8, steps)
+@pytest.mark.parametrize("model", ["bundled", "smollm2"])
+def test_the_int8_copys_logit_difference_per_step_is_quantizes_own(model, request):
+    """Greedy float against greedy int8 (SmolLM2, the article's model, and bundled): while their tokens agree, each
+    step's largest logit difference is the figure `python -m inference quantize` computes at that position
+    (teacher-forced over the float reply), within 1e-4."""
+    loaded, steps = request.getfixturevalue(model), 8
+    pair = paired(loaded, {"temperature": 0}, {"temperature": 0}, other=quantized_copy(loaded, 8), steps=steps)
+    report = quantize_experiment(loaded, pair.a.prompt.ids, 8, steps)
     agreeing = [c for c in pair.comparisons if pair.first_parting is None or c.step <= pair.first_parting.step]
     assert agreeing and all(c.max_logit_diff > 0 for c in agreeing)  # the copy really is another set of weights
     for c in agreeing:
         assert c.max_logit_diff == pytest.approx(report["max_abs_logit_diff_per_step"][c.step - 1], abs=1e-4)
-    assert pair.b.loaded.description.name.endswith("(int8 weights)") and pair.a.loaded.model is bundled.model
+    assert pair.b.loaded.description.name.endswith("(int8 weights)") and pair.a.loaded.model is loaded.model
 
 
 def test_the_cli_prints_a_line_per_step_and_where_the_runs_part(capsys):
