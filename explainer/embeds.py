@@ -16,7 +16,8 @@ from django.views.i18n import JSONCatalog
 
 from explainer.models import RecordedRun
 from explainer.services import recordings, slices
-from explainer.words import in_language
+from explainer.words import in_language, say
+from inference.wire.said import said
 
 # section slug (the element is <he-SLUG>) -> (the article's anchor, the section's title)
 SECTIONS = {
@@ -148,12 +149,10 @@ def embed_static(request, section: str):
     if section not in SECTIONS:
         raise Http404(f"no section {section!r}; one of {', '.join(SECTIONS)}")
     if not (request.GET.get("run") or request.GET.get("example")):
-        return HttpResponseBadRequest("run or example: a static page replays a recording (live needs the server)",
-                                      content_type="text/plain")
+        return _refused(said("run or example: a static page replays a recording (live needs the server)"))
     assets = request.GET.get("assets") or static("")
     if not ASSETS.match(assets):
-        return HttpResponseBadRequest("assets: a relative or site path ending in /, e.g. static/ (no host)",
-                                      content_type="text/plain")
+        return _refused(said("assets: a relative or site path ending in /, e.g. static/ (no host)"))
     attributes = element_attributes(request.GET)
     run_id = attributes[0][1] if attributes[0][0] == "run" else None
     try:
@@ -168,6 +167,11 @@ def embed_static(request, section: str):
         "recording": recording, "catalog": words_catalog(request),
         "article_url": request.build_absolute_uri(article_link(section, run_id)),
     })
+def _refused(sentence) -> HttpResponseBadRequest:
+    """A 400 an author reads in the browser: the sentence in the request's language, as plain text."""
+    return HttpResponseBadRequest(say(sentence, translation.get_language()), content_type="text/plain; charset=utf-8")
+
+
 def words_catalog(request) -> dict:
     """The site's words in the page's language as JSONCatalog gives them, for a page saved with no server to ask."""
     return json.loads(JSONCatalog.as_view()(request).content)
