@@ -133,7 +133,8 @@ def test_script_tag_on_another_origin_replays_and_runs_live(page, site_url, reco
 
     # The live pair shares one session (one socket, one prompt box) and reaches a finished run.
     page.wait_for_selector("he-tokens[prompt] .he-embed-caption[data-state=finished]", timeout=90_000)
-    assert len(sockets) == 1 and sockets[0].url == site_url.replace("http", "ws") + "/ws/embed/"
+    # its own session, asking for the server's sentences in the element's language (the author's page: en)
+    assert len(sockets) == 1 and sockets[0].url == site_url.replace("http", "ws") + "/ws/embed/?lang=en"
     assert page.locator(".he-embed-form").count() == 1
     live_prefill = next(f for f in frames if f["type"] == "prefill")
     assert LIVE_PROMPT in live_prefill["template"]["text"]

@@ -12,7 +12,7 @@ from tests.browser.test_controls import BANNER, FINISHED, open_article
 
 # About 190 tokens on the bundled model with its template: past one prefill chunk (64), so it goes in chunks.
 LONG = "A mole is a small animal that digs tunnels under the garden and eats worms. " * 8
-SESSION = re.compile(r"/ws/session/$")
+SESSION = re.compile(r"/ws/session/(\?lang=[\w-]+)?$")  # the page asks for its language (?lang=)
 
 
 def test_the_status_says_prefill_from_enter_and_stop_ends_it_with_no_step(page, site_url):

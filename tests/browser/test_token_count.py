@@ -10,7 +10,7 @@ from tests.browser.test_article import attr
 from tests.browser.test_controls import BANNER, FINISHED, open_article
 
 COUNT = "#token-count"
-SESSION = re.compile(r"/ws/session/$")
+SESSION = re.compile(r"/ws/session/(\?lang=[\w-]+)?$")  # the page asks for its language (?lang=)
 LINE = re.compile(r"^(\d+) tokens \((\d+) added by the template\) of the server's 384")
 
 
