@@ -30,7 +30,8 @@ def translated(notice: dict | None) -> dict | None:
     return {key: value if key in KEPT or not isinstance(value, str) else gettext(value) for key, value in notice.items()}
 
 
-def with_translated_notice(status: dict) -> dict:
-    """The page's model status with its notice translated (the cached status itself is left as it is)."""
+def translated_status(status: dict) -> dict:
+    """The page's model status in its language: the notice, the loading progress, the error (the cached status
+    itself is left as it is)."""
     status = in_language(status, translation.get_language())  # its loading progress and error: said sentences
     return {**status, "notice": translated(status.get("notice"))} if status.get("notice") else status

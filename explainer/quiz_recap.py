@@ -4,12 +4,11 @@ import io
 
 from django.http import HttpResponse, JsonResponse
 from django.shortcuts import render
-from django.utils import formats, translation
+from django.utils import formats
+from django.utils.translation import gettext
 
 from explainer.host import host_only
 from explainer.services.workshop import quiz
-from explainer.words import say
-from inference.wire.said import said
 
 
 def _formula_safe(value):
@@ -48,14 +47,13 @@ def recap_page(request):
 def _printable(question: dict) -> dict:
     """The page's rows: by the model's rank, each token's piece with its spaces shown, probabilities in percent (in the
     page's language, as its numbers)."""
-    language = translation.get_language()
-    end_of_reply = say(said("⟨end of reply⟩"), language)
+    end_of_reply = gettext("⟨end of reply⟩")
     rows = sorted(question["candidates"], key=lambda c: c["rank"] if c["rank"] is not None else 99)
     shown = lambda text: text.replace(" ", "\u2423").replace("\n", "\u21b5") or "\u2205"  # noqa: E731 (as the article)
     for row in rows:
         row["label"] = end_of_reply if row["special"] else shown(row["text"])
-        row["percent"] = "–" if row["model_prob"] is None else say(said(
-            "%(percent)s%%", percent=formats.number_format(row["model_prob"] * 100, 1, use_l10n=True)), language)
+        row["percent"] = "–" if row["model_prob"] is None else gettext("%(percent)s%%") % {
+            "percent": formats.number_format(row["model_prob"] * 100, 1, use_l10n=True)}
     drawn = question["drawn"]
     return {**question, "candidates": rows, "drawn_label": shown(drawn["text"]) if drawn else None,
             "others": [{**o, "label": shown(o["text"])} for o in question["others"]]}

@@ -8,7 +8,7 @@ from django.views.decorators.csrf import ensure_csrf_cookie
 from django.views.decorators.http import require_http_methods
 
 from explainer.embeds import SECTIONS, example_recording
-from explainer.model_words import with_translated_notice
+from explainer.model_words import translated_status
 from explainer.services.device import model_registry
 from explainer.services import recordings, slices
 from explainer.services.admission import limits
@@ -26,7 +26,7 @@ def _said_json(data, status: int = 200) -> JsonResponse:
 @ensure_csrf_cookie  # the page saves recordings with POST /api/runs, which needs the token
 def index(request):
     """The article page; a model that cannot load gives a 503 page that says why."""
-    status = with_translated_notice(model_registry.page_status())
+    status = translated_status(model_registry.page_status())
     return render(request, "index.html", {"model": status}, status=200 if status["ok"] else 503)
 
 

@@ -58,12 +58,16 @@ def kv(args) -> int:
     return 0
 
 
-def prompt_ids(loaded, args) -> list[int]:
+def prompt_of(loaded, args):
     """--prompt (one user message) or --messages (JSON), rendered with the model's chat template."""
     from .prompting import build_prompt
 
     messages = json.loads(args.messages) if args.messages else [{"role": "user", "content": args.prompt}]
-    return build_prompt(loaded.tokenizer, messages=messages).ids
+    return build_prompt(loaded.tokenizer, messages=messages)
+
+
+def prompt_ids(loaded, args) -> list[int]:
+    return prompt_of(loaded, args).ids
 
 
 def speculative(args) -> int:
@@ -103,17 +107,15 @@ def compare(args) -> int:
     from .compare import PairedRun, quantized_copy
     from .engine import GenerationSession
     from .loading import load_model
-    from .prompting import build_prompt
     from .sampling import SamplingParams
 
     loaded = load_model(args.model, device=args.device)
     other = load_model(args.b_model, device=args.device) if args.b_model else loaded
     other = quantized_copy(other, 8) if args.b_int8 else other
-    messages = json.loads(args.messages) if args.messages else [{"role": "user", "content": args.prompt}]
     sessions = []
     for model, settings in ((loaded, args.a), (other, args.b)):
         params = SamplingParams.from_dict({"max_new_tokens": args.max_new_tokens, "seed": args.seed, **settings})
-        sessions.append(GenerationSession(model, build_prompt(model.tokenizer, messages=messages), params))
+        sessions.append(GenerationSession(model, prompt_of(model, args), params))
     pair = PairedRun(*sessions)
     pair.prefill()
     while not pair.finished:

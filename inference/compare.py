@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 
 import torch
 
+from .capture import ranked_topk
 from .capture_records import piece
 from .engine import GenerationSession
 from .loading import LoadedModel
@@ -70,11 +71,11 @@ def _kl(p: torch.Tensor, q: torch.Tensor) -> float | None:
     return max(0.0, float((p[support] * (p[support].log() - q[support].log())).sum()))
 
 
-def compare_step(a: GenerationSession, b: GenerationSession, step: int) -> StepComparison:
-    """The two sessions' latest steps side by side (each must have just sampled its step `step`)."""
+def compare_step(a: GenerationSession, b: GenerationSession, step: int, same: bool) -> StepComparison:
+    """The two sessions' latest steps side by side (each must have just sampled its step `step`); `same`: their
+    token ids name the same tokens (same_vocabulary)."""
     (logits_a, final_a), (logits_b, final_b) = a.last_draw, b.last_draw
     token_a, token_b = a.ids[-1], b.ids[-1]
-    same = same_vocabulary(a.loaded, b.loaded)
     top_a, top_b = _top(a, final_a), _top(b, final_b)
     chosen_a = Candidate(token_a, piece(a.tokenizer, token_a), float(final_a[token_a]))
     chosen_b = Candidate(token_b, piece(b.tokenizer, token_b), float(final_b[token_b]))
@@ -88,7 +89,7 @@ def compare_step(a: GenerationSession, b: GenerationSession, step: int) -> StepC
 
 
 def _top(session: GenerationSession, final: torch.Tensor) -> list[Candidate]:
-    probs, ids = final.topk(TOP_N)  # (TOP_N,) each
+    probs, ids = ranked_topk(final, TOP_N)  # (TOP_N,) each; ties in id order, as the step payload ranks them
     return [Candidate(i, piece(session.tokenizer, i), round(p, 6)) for i, p in zip(ids.tolist(), probs.tolist())]
 
 
@@ -114,6 +115,7 @@ class PairedRun:
 
     def __init__(self, a: GenerationSession, b: GenerationSession):
         self.a, self.b = a, b
+        self.same_tokenizer = same_vocabulary(a.loaded, b.loaded)  # once: two vocabularies compare in full
         self.comparisons: list[StepComparison] = []
 
     @property
@@ -129,7 +131,7 @@ class PairedRun:
         step_b = None if self.b.finished else self.b.step()
         if not both:
             return step_a, step_b, None
-        comparison = compare_step(self.a, self.b, step_a["step"])
+        comparison = compare_step(self.a, self.b, step_a["step"], self.same_tokenizer)
         self.comparisons.append(comparison)
         return step_a, step_b, comparison
 
