@@ -14,6 +14,7 @@ import torch
 
 from .adapters import SCALED_EMBEDDINGS, FamilyAdapter
 from .model_config import NO_CACHE_NOTE, UnsupportedModel, setting, text_config
+from .wire.said import said
 
 PROBE_IDS = [1, 2, 3]
 SKIPPED = (torch.nn.Dropout, torch.nn.Identity)
@@ -135,17 +136,18 @@ def lens_reads_logits(model, layers_path: str, finals: tuple[str, ...], ids: lis
 
 def stage_notes(scheme: str, has_cache: bool, attending, count: int, lens: bool = True) -> dict:
     notes = {}
+    # said: the model card shows them in the page's language (the recorded session payload keeps the English)
     if not lens:
-        notes["lens"] = ("the last layer's output does not go straight through a norm to the LM head in this "
-                         "model, so only the final layer's prediction (the model's own logits) is shown")
+        notes["lens"] = said("the last layer's output does not go straight through a norm to the LM head in this "
+                             "model, so only the final layer's prediction (the model's own logits) is shown")
     if attending is not None:
-        notes["attention"] = ("this model has no attention layers: its layers mix tokens with a recurrence or "
-                              "convolution (state-space / linear layers) instead" if not attending else
-                              f"only layers {list(attending)} of {count} use attention; the others mix tokens "
-                              "with a recurrence or convolution")
+        notes["attention"] = said("this model has no attention layers: its layers mix tokens with a recurrence or "
+                                  "convolution (state-space / linear layers) instead") if not attending else \
+            said("only layers %(layers)s of %(count)s use attention; the others mix tokens with a recurrence or "
+                 "convolution", layers=str(list(attending)), count=count)
     if scheme == "none":
-        notes["positions"] = ("this model adds no position vectors and rotates nothing: order comes from "
-                              "attention biases (ALiBi), fixed sinusoids or its recurrence")
+        notes["positions"] = said("this model adds no position vectors and rotates nothing: order comes from "
+                                  "attention biases (ALiBi), fixed sinusoids or its recurrence")
     if not has_cache:
         notes["kv_cache"] = NO_CACHE_NOTE
     return notes

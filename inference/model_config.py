@@ -1,9 +1,11 @@
 """Reading a model's config: the text part of multimodal configs, values that may be missing or per layer,
-and the sizes the adapters and the page need. A leaf module: it imports nothing from this package."""
+and the sizes the adapters and the page need. A leaf module: it imports nothing from this package but
+`said` (inference/wire/said.py, itself a leaf)."""
 from __future__ import annotations
 
+from .wire.said import said
 
-NO_CACHE_NOTE = "this model keeps no KV cache: every step runs the whole sequence again"
+NO_CACHE_NOTE = said("this model keeps no KV cache: every step runs the whole sequence again")
 
 
 class UnsupportedModel(RuntimeError):

@@ -21,6 +21,7 @@ async function poll(box) {
       text.textContent = state.name ? fill(gettext("Loaded: %(name)s. Press Play."), { name: state.name }) : gettext("Loaded. Press Play.");
       bar.value = 1;
       box.dataset.loaded = "true";
+      box.querySelector(".model-loading-lead")?.remove(); // "still loading" is no longer true
       return;
     }
     if (state.progress) { text.textContent = state.progress.what; bar.value = state.progress.done; }

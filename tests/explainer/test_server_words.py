@@ -122,3 +122,18 @@ async def _refusal_detail(query: str) -> str:
         return message["message"]
     finally:
         await comm.disconnect()
+
+
+def test_the_model_cards_notes_on_missing_stages_are_said_in_the_pages_language():
+    """A model with no attention, no cache, no positions (Mamba, RWKV, Bloom): the card's notes follow the page;
+    the description the session payload records keeps the English."""
+    from explainer.model_words import translated_status
+    from inference.discovery import stage_notes
+
+    notes = stage_notes("none", False, [1, 3], 4, lens=False)
+    assert notes["attention"] == "only layers [1, 3] of 4 use attention; the others mix tokens with a recurrence or convolution"
+    status = {"ok": True, "description": {"absent_stages": notes}}
+    with translation.override("fr"):
+        french = translated_status(status)["description"]["absent_stages"]
+    assert set(french) == set(notes) and all(french[stage] != notes[stage] for stage in notes)
+    assert "[1, 3]" in french["attention"] and all(isinstance(n, Said) for n in notes.values())
