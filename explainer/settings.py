@@ -244,6 +244,10 @@ EXPLAINER_EMBED_ORIGINS = [o.strip() for o in os.environ.get("EXPLAINER_EMBED_OR
 EXPLAINER_DRAFT_MODEL = os.environ.get("EXPLAINER_DRAFT_MODEL", str(BASE_DIR / "inference" / "bundled_draft"))
 EXPLAINER_SPECULATIVE_K = int(os.environ.get("EXPLAINER_SPECULATIVE_K", "4"))
 
+# Compare mode (docs/protocol.md, "Two runs side by side"): the models a visitor may run beside the served one (specs,
+# comma-separated: a shipped name, a folder, a hub id when online); default none. Each loads once, on first use.
+EXPLAINER_COMPARE_MODELS = [m.strip() for m in os.environ.get("EXPLAINER_COMPARE_MODELS", "").split(",") if m.strip()]
+
 # Recorded runs (POST /api/runs, docs/deploy.md "Recorded runs"): the largest recording accepted. The largest
 # real run measures 14.7 MB (SmolLM2-135M's shapes, 384-token prompt, 256 steps; the bundled model's fullest,
 # 256 + 256 tokens, 8.9 MB): 20 MiB leaves a 42% margin.

@@ -27,7 +27,8 @@ def _said_json(data, status: int = 200) -> JsonResponse:
 def index(request):
     """The article page; a model that cannot load gives a 503 page that says why."""
     status = translated_status(model_registry.page_status())
-    return render(request, "index.html", {"model": status}, status=200 if status["ok"] else 503)
+    return render(request, "index.html", {"model": status, "compare_models": settings.EXPLAINER_COMPARE_MODELS},
+                  status=200 if status["ok"] else 503)
 
 
 def model_progress(request):

@@ -112,6 +112,15 @@ def own_keys(past: int, prefix: int, pad: int, total: int, device) -> torch.Tens
     return torch.cat([torch.arange(past - prefix, past), torch.arange(past + pad, total)]).to(device)
 
 
+def same_weights(sessions) -> list[list]:
+    """The sessions grouped by the model they run (a compared run may run the int8 copy or another model: one
+    pass feeds one model), the largest group first."""
+    groups: dict[int, list] = {}
+    for session in sessions:
+        groups.setdefault(id(session.model), []).append(session)
+    return sorted(groups.values(), key=len, reverse=True)
+
+
 def prefill_all(sessions, most_tokens: int = MOST_PROMPT_TOKENS) -> list:
     """On the device thread: the prefills of `sessions`, batched where they can be; per session its prefill
     payload, or the exception it raised (one visitor's failure is not another's)."""
@@ -119,14 +128,14 @@ def prefill_all(sessions, most_tokens: int = MOST_PROMPT_TOKENS) -> list:
         s.start_from_prefix()  # the longest cached prefix of each prompt, its rows and cache (when there is one)
     together = [s for s in sessions if s.prefill_fits_one_pass(most_tokens) and s.model not in _alone]
     results: dict[int, object] = {}
-    if together:
+    for group in same_weights(together):  # one pass feeds one model
         try:
-            for s, (row, cache) in zip(together, batched_prefill(together)):
-                results[id(s)] = capture(lambda: s.prefilled_from(row, cache, len(together)))
+            for s, (row, cache) in zip(group, batched_prefill(group)):
+                results[id(s)] = capture(lambda: s.prefilled_from(row, cache, len(group)))
         except NotBatchable:
-            _alone.add(together[0].model)
+            _alone.add(group[0].model)
         except Exception:  # noqa: BLE001 - e.g. out of memory for the batch: each prefills alone instead
-            results = {}
+            pass
     return [results[id(s)] if id(s) in results else capture(s.prefill) for s in sessions]
 
 

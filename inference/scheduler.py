@@ -20,7 +20,7 @@ from functools import partial
 
 import torch
 
-from .batched_prefill import prefill_all
+from .batched_prefill import prefill_all, same_weights
 from .capture import residual_stream
 from .discovery import is_attention
 from .forward import ForwardRow, one_thread, own_cache, plain_cache, read_lens, synchronize
@@ -100,13 +100,14 @@ def own_rows(sessions, out, residuals, lengths: list[int], forward_ms: float, en
 def step_all(sessions, kept: KeptStack | None = None) -> list:
     """One tick on the device thread: the batched forward, then each session's own step (a payload, or the
     exception that session raised: one visitor's failure is not another's)."""
-    ready = [s for s in sessions if can_batch(s)]
     forwards: dict[int, ForwardRow] = {}
-    if len(ready) > 1:
-        try:
-            forwards = {id(s): f for s, f in zip(ready, batched_decode(ready, kept))}
+    for n, group in enumerate(same_weights([s for s in sessions if can_batch(s)])):
+        if len(group) < 2:
+            continue
+        try:  # the largest group may reuse the last tick's stack; another model's rows are stacked afresh
+            forwards.update({id(s): f for s, f in zip(group, batched_decode(group, kept if n == 0 else None))})
         except Exception:  # noqa: BLE001 - e.g. out of memory for the stacked cache: each steps alone instead
-            forwards = {}
+            pass
     results = []
     for session in sessions:
         try:

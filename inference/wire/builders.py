@@ -178,6 +178,12 @@ def retemper_payload(record: RetemperRecord) -> dict:
             "draw": draw.draw}
 
 
+def compare_payload(comparison, first_parting_step: int | None) -> dict:
+    """What parts two runs at one step (inference/compare.py StepComparison) and where they first parted."""
+    return {"type": "compare", "schema_version": SCHEMA_VERSION, **comparison.to_dict(),
+            "first_parting_step": first_parting_step}
+
+
 # ---- the run's other messages: checks and measurements ------------------------------------------------
 def check_payload(name: str, passed: bool, data: dict) -> dict:
     return {"type": "check", "schema_version": SCHEMA_VERSION, "name": name, "passed": passed, "data": data}

@@ -146,7 +146,8 @@ export class ReplayFeed extends Feed {
       if (!Array.isArray(recording?.payloads)) throw new Error(gettext("it is not a recording (no payloads)"));
       this.#checkSlice(recording);
       this.recording = recording;
-      for (const payload of joinParts(recording.payloads)) this.state.apply(payload);
+      // A saved compare run (issue 29): an embed draws run A; run B's payloads and the compares are the article's.
+      for (const payload of joinParts(recording.payloads)) if (payload.run == null && payload.type !== "compare") this.state.apply(payload);
       this.phase = "replay";
     } catch (err) {
       this.phase = "error";

@@ -8,7 +8,11 @@ import { fill, gettext, pageLanguage } from "./lib/i18n.js";
 /** A recording's payloads, foldable into the RunView of any position 0 … steps. */
 export class Replay {
   constructor(payloads) {
-    this.payloads = joinParts(payloads);
+    const all = joinParts(payloads);
+    // A saved compare run (issue 29) holds run B's payloads (`run: "b"`) and the `compare`s among run A's: the
+    // replay folds run A; `pairPayloads` are the rest, in order, for the page's CompareRun.
+    this.payloads = all.filter((p) => p.run == null && p.type !== "compare");
+    this.pairPayloads = all.filter((p) => p.run === "b" || p.type === "compare");
     // Where each step payload sits: position k folds everything before the (k + 1)-th of them.
     this.stepIndexes = this.payloads.flatMap((p, i) => (p.type === "step" ? [i] : []));
   }

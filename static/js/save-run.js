@@ -2,7 +2,8 @@
 import { fill, gettext, pageLanguage, withLanguage } from "./lib/i18n.js";
 
 // `detail`: what the visitor asked for (every layer's lens of a step, a full attention matrix), so a replay has it too.
-const RECORDED = new Set(["session", "prefill", "step", "done", "check", "detail"]);
+// A compare run (issue 29) keeps run B's payloads (`run: "b"`) and the `compare`s, in the order they came, with A's.
+const RECORDED = new Set(["session", "prefill", "step", "done", "check", "detail", "compare"]);
 
 function csrfToken() {
   return document.cookie.split("; ").find((c) => c.startsWith("csrftoken="))?.split("=")[1] ?? "";
@@ -21,7 +22,8 @@ export class RunRecorder {
   /** Keep every payload of the current run, in the order it arrived (a new `session` starts over). */
   record(msg, request) {
     if (!RECORDED.has(msg.type)) return;
-    if (msg.type === "session") { this.payloads = []; this.request = request; this.link.hidden = true; }
+    if (msg.type === "session" && msg.run == null) { this.payloads = []; this.request = request; this.link.hidden = true; }
+    else if ((msg.run === "b" || msg.type === "compare") && !this.payloads.length) return; // they belong to run A's recording
     this.payloads.push(msg);
     this.saved = null; // the recording grew (a fork's steps too): a later embed code saves it again
   }

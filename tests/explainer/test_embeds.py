@@ -30,8 +30,9 @@ def element(html: str, section: str) -> dict:
 def test_sections_are_the_article_diagrams():
     on_disk = {p.stem.removeprefix("he-") for p in (ROOT / "static/js/elements").glob("he-*.js")}
     # <he-pipeline> is the article's map of the sections, not one; <he-languages> (what a language costs) is the
-    # article's own table of the served tokenizer's counts, not yet an embed (issue 28)
-    assert set(SECTIONS) == on_disk - {"pipeline", "languages"}
+    # article's own table of the served tokenizer's counts, not yet an embed (issue 28); <he-compare> is the article's
+    # compare mode (issue 29): an embed shows a saved pair with `compare` on a step diagram instead
+    assert set(SECTIONS) == on_disk - {"pipeline", "languages", "compare"}
     driver = (ROOT / "static/js/embed-driver.js").read_text()
     listed = re.search(r"export const SECTIONS = \[(.*?)\];", driver, re.S).group(1)
     assert re.findall(r'"([a-z]+)"', listed) == list(SECTIONS)

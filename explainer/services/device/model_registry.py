@@ -5,6 +5,7 @@ import time
 from django.conf import settings
 
 from inference.article_checks import weights_checksum
+from inference.compare import quantized_copy
 from inference.loading import LoadedModel, ModelNotAvailable, load_model
 from inference.prefix_cache import PrefixCache, default_budget
 from inference.shipped import notice_for
@@ -49,6 +50,20 @@ def initial_checksum() -> dict:
 def get_draft() -> LoadedModel:
     """The draft model for speculative decoding (settings.EXPLAINER_DRAFT_MODEL; it must share the vocabulary)."""
     return _once("draft", lambda: {"draft": load_model(settings.EXPLAINER_DRAFT_MODEL, device=settings.EXPLAINER_DEVICE)})
+
+
+def get_int8() -> LoadedModel:
+    """The served model with int8 weights (inference/compare.py quantized_copy): built once, on the first compare."""
+    return _once("int8", lambda: {"int8": quantized_copy(get_model(), 8)})
+
+
+def get_compare_model(spec: str) -> LoadedModel:
+    """A model of settings.EXPLAINER_COMPARE_MODELS, loaded once on its first compare (ModelNotAvailable: not listed)."""
+    if spec not in settings.EXPLAINER_COMPARE_MODELS:
+        raise ModelNotAvailable(said("%(spec)s is not one of this server's compare models (%(listed)s)", spec=spec,
+                                     listed=", ".join(settings.EXPLAINER_COMPARE_MODELS) or said("none")))
+    key = f"compare:{spec}"
+    return _once(key, lambda: {key: load_model(spec, device=settings.EXPLAINER_DEVICE)})
 
 
 def is_loaded() -> bool:

@@ -37,22 +37,22 @@ class OnDemandAnswers:
 
     async def detail(self, message: dict) -> None:
         await self.after_opening()
-        session = self._require_session()
+        session = self._session_for(message)  # run a, or b in compare mode
         what = choice(message, "what", DETAIL_WHATS)
         args = {k: integer(message, k, 0, required=False) for k in ("step", "layer", "head", "position")}
         if await self._busy(self.device):
             return
-        await self.send(await run_on(self.device, lambda: detail(session, what, **args)))
+        await self.send(self._as_run(session, await run_on(self.device, lambda: detail(session, what, **args))))
 
     async def retemper(self, message: dict) -> None:
         await self.after_opening()
-        session = self._require_session()
+        session = self._session_for(message)
         step = integer(message, "step", 1, session.step_index)
         changes = {k: number(message, k) for k in ("temperature", "top_p", "min_p")}
         changes["top_k"] = integer(message, "top_k", 0, required=False)
         if await self._busy(self.device):
             return
-        await self.send(await run_on(self.device, lambda: retemper(session, step, **changes)))
+        await self.send(self._as_run(session, await run_on(self.device, lambda: retemper(session, step, **changes))))
 
     async def measure(self, message: dict) -> None:
         """A serving-view measurement on this server's model: the visitor's prompt when there is a run, unless

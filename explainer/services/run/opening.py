@@ -63,8 +63,10 @@ class Opening(InLine):
         # Refuse bad parameters, messages and prompt lengths before taking a slot or touching the model.
         # No seed: a fresh one, sent back in the session payload's params so the visitor can reproduce the run.
         params = SamplingParams.from_dict(with_fresh_seed(fields["params"]), max_new_tokens_cap=settings.EXPLAINER_MAX_NEW_TOKENS)
-        loaded, prompt = await self._tokenized(validated(fields))  # refused here, before a slot is taken
-        if (refused := self._admit(slots)) is not None:  # a slot now, a place in line, or `busy`
+        fields = validated(fields)
+        loaded, prompt = await self._tokenized(fields)  # refused here, before a slot is taken
+        await self._asked_b(message, fields, params, loaded)  # compare mode: run B's parameters and model, checked
+        if (refused := self._admit(slots) or self._refused_b_slot()) is not None:  # slots now, a place in line, or `busy`
             await self.send(busy_payload(refused, 5))
             return
         self.control.begin(fields["paused"], queued=self.ticket is not None)
@@ -158,6 +160,7 @@ class Opening(InLine):
             self.rows_before = await run_on(self.device, after_run_checks.embedding_rows, self.session, owner=self.address)
             if self.control.state != STOPPING:  # off the first token's path: decode ticks run between its calls
                 self.checking = asyncio.create_task(self._causal_check(self.session))
+                await self._open_b()  # compare mode: run B's session and prefill
         finally:
             self.control.set_computing(False)
         self.control.prefilled()
@@ -191,6 +194,7 @@ class Opening(InLine):
         self.control.finish()
         await self._flush()
         await self.send(self.session.done_payload())
+        self.b_asked = None  # a stop read before run B opened: it never does
         await self._release()
         await self.send(self.control.finished_status(self.session.finished))
 

@@ -17,7 +17,8 @@ from django.core.cache import cache
 from django.utils.crypto import constant_time_compare, salted_hmac
 
 log = logging.getLogger(__name__)
-RECORDED = ("session", "prefill", "step", "done", "check", "detail")  # what the page keeps of a run (save-run.js)
+# What the page keeps of a run (save-run.js); in compare mode run B's payloads (`run: "b"`) and the `compare`s too
+RECORDED = ("session", "prefill", "step", "done", "check", "detail", "compare")
 KEPT_S = 24 * 3600  # how long after a run it can be saved as "recorded on this server"
 SALT = "hit-enter.recorded-run"
 
@@ -77,7 +78,7 @@ class RunDigest:
         kind = message.get("type")
         if kind not in RECORDED or (kind != "session" and self.hash is None):
             return
-        if kind == "session":
+        if kind == "session" and message.get("run") is None:  # run B's session is part of run A's recording
             self.hash, self.done = hashlib.sha256(), False
         try:
             self.hash.update(canonical(message))

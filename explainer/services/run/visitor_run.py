@@ -17,6 +17,7 @@ from explainer.services.run.on_demand import READER_PAUSED, OnDemandAnswers
 from explainer.services.run.opening import COUNTS_BURST, COUNTS_PER_S, OPEN_RUNS, Opening, live_sessions
 from explainer.services.run.errors import ENGINE_ERRORS, OUT_OF_MEMORY, as_error, refusal
 from explainer.services.run import paused
+from explainer.services.run.pair import ComparedRun
 from explainer.services.run.control import FINISHED, HELD, PAUSED, PAUSED_MEMORY, RUNNING, STOPPING, RunControl, status
 from inference.engine import GenerationSession
 from inference.wire.framing import split_message
@@ -25,7 +26,7 @@ from inference.wire.said import said
 
 log = logging.getLogger(__name__)
 MAX_ACK = 2**53  # the largest integer a browser's JSON numbers hold exactly
-class VisitorRun(Opening, OnDemandAnswers):
+class VisitorRun(ComparedRun, Opening, OnDemandAnswers):
     """One socket's run: its session, the driver task that steps it, and its control state (control.py).
 
     `start` answers with the prefill; after it, control verbs change the state and return at once and only
@@ -101,10 +102,11 @@ class VisitorRun(Opening, OnDemandAnswers):
             if self._idle_too_long():
                 control.idle_out()  # a paused crowd must not keep the slots: this run ends, its slot comes back
             # A fork asked for may revive a finished session: wait for it (it wakes us), don't finish under it.
-            if control.state == STOPPING or (self.session.finished and not self.forking):
+            if control.state == STOPPING or (self.all_finished() and not self.forking):
                 return False
             if control.step_asked or (control.state == RUNNING and not self.window.full):
-                self.session.unhold()
+                for session in self.sessions():
+                    session.unhold()
                 return True
             if control.state == RUNNING:  # a slow reader: hold until its acks make room
                 control.hold()
@@ -114,7 +116,8 @@ class VisitorRun(Opening, OnDemandAnswers):
                 control.unhold()
                 await self.send(status(RUNNING))
                 continue
-            self.session.hold()  # waiting (paused, held) is not generation time: the timing figures leave it out
+            for session in self.sessions():  # waiting (paused, held) is not generation time: the timing figures leave it out
+                session.hold()
             if control.state == PAUSED and not control.computing:
                 await self._wait_paused()
             else:
@@ -155,24 +158,28 @@ class VisitorRun(Opening, OnDemandAnswers):
     async def _one_step(self) -> None:
         self.control.set_computing(True)
         try:
-            payload = await scheduler_for(self.device).step(self.session)  # batched with other visitors' steps
+            if self.b is not None:  # compare mode: both runs in one tick, then what parts them
+                await self._step_pair()
+            else:
+                await self.send(await scheduler_for(self.device).step(self.session))  # batched with others' steps
         finally:
             self.control.set_computing(False)
-        await self.send(payload)
         self.control.step_sent()
         await self._flush()
 
     async def _finish(self) -> None:
         keep = self.control.keep_steps
         if self.control.state == STOPPING:
-            if keep is not None and keep < self.session.step_index:
-                await run_on(self.device, self.session.truncate, keep)
-            self.session.stop()  # here, between steps: no step in flight can overwrite it
+            for session in self.sessions():
+                if keep is not None and keep < session.step_index:
+                    await run_on(self.device, session.truncate, keep)
+                session.stop()  # here, between steps: no step in flight can overwrite it
         self.control.finish()
         await self._flush()
         await self._checked()  # the prefill's check, if still computing, goes out before `done`
         await self._flush()
-        await self.send(self.session.done_payload())
+        for session in self.sessions():
+            await self.send(self._as_run(session, session.done_payload()))
         weights_before = model_registry.initial_checksum()
         weights_after = await after_run_checks.weights_after_run(self.device, self.session.model)
         for check in await run_on(self.device, after_run_checks.after_run, self.session, self.rows_before, weights_before, weights_after):
@@ -181,6 +188,7 @@ class VisitorRun(Opening, OnDemandAnswers):
         await self.send(self.control.finished_status(self.session.finished))
 
     async def _release(self) -> None:
+        self._release_b()
         if self.holds_slot:
             self.holds_slot = False
             generating.release(self.address, held_s=self._held_s())
@@ -203,6 +211,10 @@ class VisitorRun(Opening, OnDemandAnswers):
                                                   refused=refused), 5))
                 return
             self._took_slot()
+            if (refused := self._retake_b_slot()) is not None:
+                self._give_back_a_slot()
+                await self.reply(busy_payload(refused, 5))
+                return
         await self.reply(self.control.resume())
 
     async def step(self, _message: dict) -> None:
@@ -224,8 +236,9 @@ class VisitorRun(Opening, OnDemandAnswers):
         """Force a token at a step; the run continues paused from there (a finished run too)."""
         await self.after_opening()
         session = self._require_session()
-        step = integer(message, "step", 1, session.step_index)
-        token = integer(message, "token_id", 0, session.description.vocab_size - 1)
+        step = integer(message, "step", 1, max(s.step_index for s in self.sessions()))
+        token = integer(message, "token_id", 0, max(s.description.vocab_size for s in self.sessions()) - 1)
+        plan = self._fork_plan(message, step, token)  # which runs go back (compare mode: one, or both)
         if await self._busy():
             return
         self.control.check_fork()
@@ -237,12 +250,14 @@ class VisitorRun(Opening, OnDemandAnswers):
         try:
             await self.control.quiet.wait()  # the step already in flight (at most one) goes out first
             self.control.set_computing(True)
-            try:  # a re-prefill (a fork at step 1) goes in chunks, like a start's
-                await run_on(self.device, session.rewind, step, token, owner=self.address)
-                payload = await self._chunked(session.forked_step, token)
+            try:
+                if self.b is not None:
+                    await self._fork_pair(plan, step)
+                else:  # a re-prefill (a fork at step 1) goes in chunks, like a start's
+                    await run_on(self.device, session.rewind, step, token, owner=self.address)
+                    await self.send(await self._chunked(session.forked_step, token))
             finally:
                 self.control.set_computing(False)
-            await self.send(payload)
             await self._flush()
         finally:
             self.forking = False
@@ -275,6 +290,7 @@ class VisitorRun(Opening, OnDemandAnswers):
             await self._release()
 
     async def _close_session(self) -> None:
+        await self._close_b()
         if self.session is not None:
             session, self.session = self.session, None
             OPEN_RUNS.discard(self)

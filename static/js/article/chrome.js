@@ -1,9 +1,10 @@
 // The page's chrome around the diagrams: the status banner (what the run and the socket are doing), the
 // streamed reply and the run buttons, drawn whole from the page's state by renderChrome() on every change.
-import { $, page, runPhase, state } from "./page.js";
+import { $, page, pair, runPhase, state } from "./page.js";
 import { renderButtons } from "./controls.js";
 import { guess, guessing } from "./guess.js";
 import { prefillText } from "../run-view.js";
+import { renderCompare } from "./compare.js";
 import { decimal, fill, gettext, grouped, language, ngettext } from "../lib/i18n.js";
 
 function connectionText() {
@@ -28,7 +29,7 @@ function bannerText() {
   const offline = connectionText();
   if (offline) return offline;
   const st = state.status?.state;
-  const n = state.steps.length;
+  const n = pair.active ? pair.count : state.steps.length; // compare mode: the longer run's steps
   if (st === "loading") return { kind: "info", text: state.status.message || gettext("Loading the model…") }; // the server's words
   const phase = runPhase();
   if (phase === "queued") return { kind: "info", text: queuedText(state.status) }; // "You are 3rd in line; about 10 s", as it moves
@@ -102,6 +103,7 @@ export function renderChrome() {
   const back = $("#btn-original");
   if (back) back.hidden = !page.original;
   renderButtons();
+  renderCompare();
 }
 
 /** The seed this run drew on (a fresh one when the seed box was blank), so the visitor can type it back in. */

@@ -1,15 +1,16 @@
 // The run controls: Play (the form's submit), Pause, Resume, Step, Stop and Escape, each enabled exactly
 // when the server accepts its message in the run's state.
 import { addMessage, bindRunKeys, readMessages, readParams } from "../prompt-form.js";
-import { $, LIVE, changed, client, page, runPhase, state, workshop } from "./page.js";
+import { $, LIVE, changed, client, page, pair, runPhase, state, workshop } from "./page.js";
 import { guess, guessing } from "./guess.js";
 import { gettext } from "../lib/i18n.js";
+import { changesNothing, readCompare } from "./compare.js";
 
 /** Stop, naming the last step drawn: the server keeps at most the one it is computing. */
 export function stopRun() {
   if (!LIVE.has(runPhase()) || workshop.following) return;
   page.stopping = true;
-  client.send({ type: "stop", step: state.steps.length });
+  client.send({ type: "stop", step: pair.active ? pair.count : state.steps.length }); // compare mode: the longer run's
   changed();
 }
 
@@ -19,6 +20,14 @@ export function start(paused = false) {
   if (!messages.length) { page.banner = { kind: "error", text: "Add at least one message first." }; changed(); return; }
   const msg = { type: "start", messages, params: readParams() };
   if (paused) msg.paused = true;
+  const compare = readCompare(); // run B beside it (issue 29)
+  if (compare && changesNothing(compare)) {
+    page.banner = { kind: "error", at: Date.now(), text: gettext("Run B changes nothing yet: set its temperature, top-p, seed, weights or model, or press Stop comparing.") };
+    changed();
+    return;
+  }
+  if (compare) msg.compare = compare;
+  page.comparePending = Boolean(compare);
   page.lastStart = { messages: msg.messages, params: msg.params };
   page.starting = true;
   client.send(msg);
@@ -67,5 +76,5 @@ export function renderButtons() {
     for (const id of ["#btn-resume", "#btn-step"]) $(id).disabled = true;
   }
   const toggle = $("#guess-mode");
-  if (toggle) toggle.disabled = workshop.following;
+  if (toggle) toggle.disabled = workshop.following || page.compareOn; // guess mode holds one run's steps
 }

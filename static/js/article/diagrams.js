@@ -6,6 +6,7 @@ import { addTableAlternative } from "../lib/table-alt.js";
 import { addExportBar } from "../export-bar.js";
 import { $, page, state } from "./page.js";
 import { gettext } from "../lib/i18n.js";
+import { feedCompare } from "./compare.js";
 
 // he-languages: the article's own (a table of the served tokenizer's counts, not a step of the run: no embed).
 const ELEMENTS = [...SECTIONS.map((section) => `he-${section}`), "he-pipeline", "he-languages"];
@@ -26,6 +27,7 @@ export function feedDiagrams(only) {
     if (only && node.localName !== only) continue;
     if (customElements.get(node.localName)) node.data = state;
   }
+  if (!only) feedCompare(); // run B's twins and <he-compare> (issue 29)
 }
 
 export function loadElements() {

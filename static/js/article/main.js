@@ -5,7 +5,7 @@
 import { RunRecorder } from "../save-run.js";
 import { errorWords } from "../error-words.js";
 import { addMessage, bindRanges } from "../prompt-form.js";
-import { $, changed, client, onChange, page, quizCard, state, workshop } from "./page.js";
+import { $, changed, client, onChange, page, pair, quizCard, state, workshop } from "./page.js";
 import { bindButtons } from "./controls.js";
 import { renderChrome } from "./chrome.js";
 import { addExportBars, feedDiagrams, findDiagrams, loadElements } from "./diagrams.js";
@@ -14,6 +14,7 @@ import { backToOriginal, request } from "./requests.js";
 import { bindTokenCount, onCount } from "./token-count.js";
 import { guess, holds, setGuessing } from "./guess.js";
 import { pageLanguage } from "../lib/i18n.js";
+import { bindCompare, loadCompare, showCompare, withRun } from "./compare.js";
 
 // The prompt the page offers, in the page's language: model input, which the visitor may change and which is sent as
 // it stands in the box (never translated on the way). The same sentences as inference/languages.py's.
@@ -44,6 +45,7 @@ function noteBanner(msg) {
 function onMessage(msg) {
   if (msg.type === "tokenized") { onCount(msg); return; } // the prompt box's count: no part of the run
   if (quizCard.owns(msg)) return; // an answer to the host's question, or its refusal: the card says it
+  if (msg.run === "b" || msg.type === "compare") { showCompare(msg); return; } // run B of a compare run (issue 29)
   if (holds(msg)) { changed(); return; } // guess mode: this step waits for the learner's pick
   show(msg);
 }
@@ -57,9 +59,12 @@ function show(msg) {
   if (msg.type === "step" || msg.type === "error" || msg.type === "busy" || msg.type === "done" || msg.type === "session") page.stepAsked = false;
   // The prefill under way since Enter ends with its payload, the run's end, or a refusal of the start.
   if (msg.type === "prefill" || msg.type === "done" || msg.type === "error" || leftLine || (msg.type === "busy" && !msg.what)) page.starting = false;
+  // A refused compare start brings no run B; a run that ended without one is a single run.
+  if (msg.type === "done" || msg.type === "error" || leftLine || (msg.type === "busy" && !msg.what)) page.comparePending = false;
   // A recording on show (an example picked during a run) keeps the diagrams until the next live `session`.
   if (page.mode !== "live" && RUN_MESSAGES.has(msg.type)) { changed(); return; }
   if (msg.type === "error" && page.forkAsked) page.forkAsked = null;
+  pair.apply(msg); // run A's new session clears run B; a re-taken step drops the comparisons from it on
   state.apply(msg);
   followRun(msg);
   page.recorder?.record(msg, workshop.following ? workshop.request : page.lastStart);
@@ -95,7 +100,11 @@ function init() {
   findDiagrams();
   addExportBars();
   loadElements();
-  document.addEventListener("he-request", (e) => { if (e.detail) request(e.detail); });
+  loadCompare(); // a saved compare run replays beside its run A too
+  document.addEventListener("he-request", (e) => {
+    const asked = e.detail && withRun(e.target, e.detail); // compare mode: a fork names the diagram's run
+    if (asked) request(asked);
+  });
   const runId = document.querySelector("[data-run-id]")?.dataset.runId;
   if (runId) {
     page.connection = { state: "replay", retryAt: null };
@@ -107,6 +116,7 @@ function init() {
   bindRanges();
   bindButtons();
   bindTokenCount();
+  bindCompare();
   $("#btn-original")?.addEventListener("click", backToOriginal);
   const fromRun = new URLSearchParams(location.search).get("run");
   if (fromRun) runRecordingLive(fromRun);

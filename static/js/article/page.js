@@ -6,9 +6,11 @@ import { SessionClient } from "../client.js";
 import { WorkshopFollow } from "../workshop-follow.js";
 import { QuizCard } from "../quiz-card.js";
 import { stepFromUrl } from "../step-bar.js";
+import { CompareRun } from "../compare-run.js";
 
 export const $ = (sel) => document.querySelector(sel);
 export const state = new RunView();
+export const pair = new CompareRun(state); // run B and the comparisons, in compare mode (issue 29)
 export const client = new SessionClient();
 export const workshop = new WorkshopFollow(client); // listens first: following is current when the page redraws
 export const quizCard = new QuizCard(client, workshop); // the host's question to the class, when following
@@ -30,6 +32,8 @@ export const page = {
   hostStep: null,      // the workshop host's "everyone look at step N" for the broadcast followed, or null
   lastRunState: null,  // the run_state of the last status: whether a step came from a paused run (a Step)
   recording: null,     // the recording on show ({payloads, …}): guess mode folds it one step at a time
+  compareOn: false,    // the compare column is open: Play and Step start two runs (article/compare.js)
+  comparePending: false, // a compare start was sent and run B's session has not come yet (nor a refusal)
 };
 
 /** Whether the diagrams show a recording (an example or a permalink) rather than a live run. */
@@ -45,7 +49,7 @@ export function runPhase() {
   if (page.starting && state.status?.state === "queued") return page.stopping ? "stopping" : "queued"; // every slot taken: in line
   if (page.starting) return page.stopping ? "stopping" : "prefilling"; // from Enter on, before any recording shown
   if (replaying()) return "idle"; // a recording mid-way is not a run going on
-  if (state.done) return "idle"; // `done` is the run's last word (a fork clears it)
+  if (state.done && !pair.bGoing) return "idle"; // `done` is the run's last word (a fork clears it); run B may go on alone
   if (page.stopping) return "stopping";
   const s = state.status?.run_state || state.status?.state;
   if (s === "running" || s === "paused" || s === "held" || s === "loading" || s === "prefilling") return s;

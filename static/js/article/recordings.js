@@ -3,15 +3,16 @@
 import { ExamplePicker, Replay, fetchJson } from "../replay.js";
 import { StepBar } from "../step-bar.js";
 import { fillPromptForm } from "../prompt-form.js";
-import { $, LIVE, changed, client, page, runPhase, state, workshop } from "./page.js";
+import { $, LIVE, changed, client, page, pair, runPhase, state, workshop } from "./page.js";
 import { start, stopRun } from "./controls.js";
 import { feedDiagrams } from "./diagrams.js";
 import { fill, gettext, grouped, ngettext } from "../lib/i18n.js";
 import { recordingShown, recordingWhole } from "./guess.js";
+import { showPairOf } from "./compare.js";
 
 /** The step bar, made once; scrubbing is a change to the chrome (the diagrams follow the page step themselves). */
 function ensureStepBar() {
-  page.stepBar ??= new StepBar($("#replay-bar"), () => state.steps.length, changed);
+  page.stepBar ??= new StepBar($("#replay-bar"), () => (pair.active ? pair.count : state.steps.length), changed);
   return page.stepBar;
 }
 
@@ -31,6 +32,7 @@ function showRecording(recording, kind) {
   page.recording = recording;
   const replay = new Replay(recording.payloads);
   replay.stateAt(replay.steps, state);
+  showPairOf(replay); // a saved compare run: its run B and the comparisons; else none
   const bar = ensureStepBar();
   bar.reset();
   bar.place(restingStep());
@@ -46,6 +48,7 @@ function showWhole(recording) {
   if (recordingWhole(recording)) return true;
   const replay = new Replay(recording.payloads);
   replay.stateAt(replay.steps, state);
+  showPairOf(replay);
   feedDiagrams();
   changed();
   return true;
@@ -82,7 +85,7 @@ export function followRun(msg) {
   }
   const hostStep = workshop.following ? page.hostStep : null;
   if (msg.type === "done" && !stepBar.moved) stepBar.place(hostStep ?? restingStep(true));
-  else if (msg.type === "step" && forkAsked && msg.forced) {
+  else if (msg.type === "step" && forkAsked && msg.forced && !pair.active) { // compare mode: article/compare.js ends the fork
     stepBar.seek(msg.step);
     page.banner = null;
     if (forkAsked.continue) client.send({ type: "resume" });

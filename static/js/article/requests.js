@@ -1,6 +1,6 @@
 // What the diagrams ask of the server (their bubbling `he-request` events): details, retempers, forks and
 // measurements; a recording, which has no live session, says what each needs instead.
-import { changed, client, page, replaying, state, workshop } from "./page.js";
+import { changed, client, page, pair, replaying, state, workshop } from "./page.js";
 import { feedDiagrams } from "./diagrams.js";
 import { fill, gettext } from "../lib/i18n.js";
 
@@ -24,9 +24,11 @@ export function request(asked) {
 /** Continue from `step` with another token: the server rewinds there (paused); the page resumes the branch. */
 function fork(msg) {
   if (workshop.following) return;
-  page.original ??= { steps: state.steps.slice(), done: state.done };
-  page.forkAsked = { step: msg.step, token_id: msg.token_id, continue: Boolean(msg.continue) };
-  client.send({ type: "fork", step: msg.step, token_id: msg.token_id });
+  page.original ??= { steps: state.steps.slice(), done: state.done,
+    b: pair.active ? { steps: pair.b.steps.slice(), done: pair.b.done, comparisons: pair.comparisons.slice() } : null };
+  page.forkAsked = { step: msg.step, token_id: msg.token_id, continue: Boolean(msg.continue), run: msg.run ?? null };
+  // Compare mode: `run` says which run takes the token ("a", "b" or "both"); the other re-steps from its own step n.
+  client.send({ type: "fork", step: msg.step, token_id: msg.token_id, ...(msg.run && pair.active ? { run: msg.run } : {}) });
   page.banner = { kind: "info", at: Date.now(), text: fill(gettext("Forking at step %(step)s: continuing with token %(token)s…"), { step: msg.step, token: msg.token_id }) };
   changed();
 }
@@ -37,6 +39,12 @@ export function backToOriginal() {
   state.steps = page.original.steps.slice();
   state.done = page.original.done;
   state.version += 1;
+  if (page.original.b && pair.active) {
+    Object.assign(pair.b, { steps: page.original.b.steps.slice(), done: page.original.b.done });
+    pair.b.version += 1;
+    pair.comparisons = page.original.b.comparisons.slice();
+    pair.version += 1;
+  }
   page.original = null;
   page.banner = { kind: "info", at: Date.now(), text: gettext("Back to the original run (before the fork).") };
   feedDiagrams();
