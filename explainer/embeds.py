@@ -85,8 +85,9 @@ def choices(query) -> list[tuple[str, str]]:
 
 def element_attributes(query) -> list[tuple[str, str]]:
     """The element's attributes from the query: `run`, `example`, or the live prompt, `autostart` and params; then the choices."""
-    if query.get("run"):
-        return [("run", _run_or_404(query["run"])), *choices(query)]
+    if query.get("run"):  # `compare`: a saved compare run's run B beside run A (issue 29)
+        pair = [("compare", "")] if query.get("compare", "") not in ("", "0", "false", "no") else []
+        return [("run", _run_or_404(query["run"])), *pair, *choices(query)]
     if query.get("example"):
         return [("example", _example_or_404(query["example"])), *choices(query)]
     attributes = [("prompt", query.get("prompt", DEFAULT_PROMPT)[:MAX_ATTRIBUTE_CHARS])]

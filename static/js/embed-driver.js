@@ -3,6 +3,7 @@
 // socket on /ws/embed/ and folds what the server sends. Either hands its state to its elements.
 import { errorWords } from "./error-words.js";
 import { RunView, prefillText } from "./run-view.js";
+import { CompareRun } from "./compare-run.js";
 import { SessionClient } from "./client.js";
 import { fetchJson, joinParts } from "./replay.js";
 import { fill, gettext, grouped, languageOf, ngettext, withLanguage } from "./lib/i18n.js";
@@ -78,6 +79,7 @@ export class ReplayFeed extends Feed {
   constructor(origin, { run = null, example = null, src = null }, section = null) {
     super(origin);
     Object.assign(this, { runId: run, example, src, section, phase: "loading", failure: null, recording: null });
+    this.pair = new CompareRun(this.state); // run B of a saved compare run, if the recording holds one
     this.state.forkable = false;  // no live run to continue from another token: the diagrams offer no fork
   }
 
@@ -146,8 +148,10 @@ export class ReplayFeed extends Feed {
       if (!Array.isArray(recording?.payloads)) throw new Error(gettext("it is not a recording (no payloads)"));
       this.#checkSlice(recording);
       this.recording = recording;
-      // A saved compare run (issue 29): an embed draws run A; run B's payloads and the compares are the article's.
-      for (const payload of joinParts(recording.payloads)) if (payload.run == null && payload.type !== "compare") this.state.apply(payload);
+      // A saved compare run (issue 29): run A in this.state; run B's payloads and the compares in this.pair, which
+      // an element with the `compare` attribute draws beside it (embed.js addTwin).
+      for (const payload of joinParts(recording.payloads)) if (!this.pair.apply(payload)) this.state.apply(payload);
+      this.pair.b.forkable = false; // a recording: run B has no live session to fork either
       this.phase = "replay";
     } catch (err) {
       this.phase = "error";

@@ -116,6 +116,46 @@ function addScrubber(element, feed) {
   return addControl(element, box, "above");
 }
 
+/**
+ * `compare` on a diagram of a saved compare run (issue 29): run B's twin of the diagram right after it, each with
+ * its label ("A: temperature 0.2", "B: temperature 1.3"), the twin at the element's step. A recording of one run
+ * says so under the diagram instead.
+ */
+function addTwin(element, feed) {
+  const twin = document.createElement(element.localName);
+  driven.add(twin); // drawn from run B here, never a feed of its own
+  twin.setAttribute("data-he-twin", "b");
+  twin.setAttribute("data-run", "b"); // as the article's twins: a diagram may draw run B's form (he-timeline)
+  twin.setAttribute("controls", "none");
+  for (const name of ["lang", "theme", "step"]) if (element.hasAttribute(name)) twin.setAttribute(name, element.getAttribute(name));
+  const labelA = el("p", { class: "he-embed-run-label", "data-run": "a" });
+  const labelB = el("p", { class: "he-embed-run-label", "data-run": "b" });
+  addControl(element, labelA, "above");
+  loadElement(twin);
+  let placed = false;
+  const update = () => inLanguage(languageOf(element), () => {
+    if (!feed.ready) return;
+    const pair = feed.pair.active;
+    labelA.hidden = false;
+    labelA.textContent = pair ? feed.pair.label("a") : gettext("This recording holds one run: there is no run B to compare.");
+    labelB.textContent = pair ? feed.pair.label("b") : "";
+    if (pair && !placed) { // in the document first: an element is upgraded (and has its controls) once connected
+      element.after(twin);
+      addControl(twin, labelB, "above");
+      placed = true;
+    }
+    if (pair && customElements.get(twin.localName)) twin.data = feed.pair.b;
+  });
+  customElements.whenDefined(twin.localName).then(update);
+  new MutationObserver(() => {  // the scrubber moves the element's step: the twin shows the same step
+    const step = element.getAttribute("step");
+    if (step == null) twin.removeAttribute("step");
+    else twin.setAttribute("step", step);
+  }).observe(element, { attributes: true, attributeFilter: ["step"] });
+  feed.addEventListener("change", update);
+  update();
+}
+
 /** The line an element with no source gets instead of an empty box. */
 function sayNothing(element) {
   if (driven.has(element) || emptyLines.has(element)) return;
@@ -187,6 +227,7 @@ function drive(element) {
     data: "recording" in feed ? () => feed.recording : null }) : null;
   const caption = captionOn(element.getAttribute("caption")) ? addCaption(element, feed) : null;
   followHealth(element, feed, { scrubber, bar, caption });
+  if (element.hasAttribute("compare") && "pair" in feed) addTwin(element, feed);
   // Its own language (lang=, else the page's): drawn in English until that language's words are in, then again.
   const lang = languageOf(element);
   if (lang && !hasLanguage(lang)) {

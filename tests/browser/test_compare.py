@@ -140,6 +140,51 @@ def test_two_temperatures_part_where_their_tokens_first_differ(axe_page, smollm2
     expect(replayed.locator(f'button[data-run="b"][data-step="{first}"]')).to_have_attribute("data-id", str(b_steps[first - 1]["token"]["id"]))
     assert not page.errors, page.errors
 
+    # An author's embed of the saved pair: `compare` draws run B's logits beside run A's, both at the scrubber's step.
+    run_id = page.url.rstrip("/").split("/")[-1]
+    page.goto(f"{smollm2_url}/embed/logits/?run={run_id}&compare=1")
+    a_side, b_side = page.locator("he-logits:not([data-he-twin])"), page.locator("he-logits[data-he-twin]")
+    expect(b_side).to_have_count(1)
+    expect(page.locator('.he-embed-run-label[data-run="b"]')).to_have_text("B: temperature 1.3")
+    expect(page.locator('.he-embed-run-label[data-run="a"]')).to_have_text("A: temperature 0.2")
+    scrubber = a_side.locator(".he-embed-scrubber input")
+    scrubber.fill(str(first))
+    for side, steps in ((a_side, a_steps), (b_side, b_steps)):
+        expect(side).to_have_attribute("data-step", str(first))
+        expect(side).to_have_attribute("data-top-id", str(steps[first - 1]["logits"]["top"][0]["id"]))
+    assert not page.errors, page.errors
+
+
+@pytest.fixture(scope="module")
+def smollm2_here():
+    """SmolLM2 in the test's own process: the KL recomputed from the payloads, apart from the server's code."""
+    from inference.loading import load_model
+    return load_model("smollm2-135m-instruct", device="cpu")
+
+
+def test_the_kl_shown_is_recomputed_from_the_payloads(page, smollm2_url, smollm2_here):
+    """Each step's KL, recomputed here from what the payloads say (the prompt's ids, each run's tokens before the
+    step, each run's temperature): a fresh forward pass over each run's own context, softmax(logits / T), and
+    sum p_A log(p_A / p_B) in float64, within 1e-3 of the compare message's KL at every step."""
+    import torch
+
+    frames = collect_frames(page)
+    run = run_compare(page, smollm2_url, frames, temperature=0.2, compare_temperature=1.3, seed=5, tokens=6)
+    prompt = [t["id"] for t in next(f for f in frames if f.get("type") == "prefill" and f.get("run") is None)["tokens"]]
+    model = smollm2_here.model
+
+    def final(steps, step, temperature):
+        ids = torch.tensor([prompt + [s["token"]["id"] for s in steps[:step - 1]]])
+        with torch.no_grad():
+            logits = model(input_ids=ids).logits[0, -1].double()  # (vocab,)
+        return torch.softmax(logits / temperature, -1)
+
+    for c in run["compare"]:
+        p, q = final(run["a"], c["step"], 0.2), final(run["b"], c["step"], 1.3)
+        kl = float((p * (p.clamp_min(1e-300).log() - q.log())).sum())
+        assert c["kl"] == pytest.approx(kl, rel=1e-3, abs=1e-4), (c["step"], c["kl"], kl)
+        assert c["a_prob_of_b"] == pytest.approx(float(p[c["token_b"]["id"]]), rel=1e-3, abs=1e-6)
+
 
 def test_the_int8_copy_shows_its_largest_logit_difference(page, site_url):
     """The bundled model, greedy, beside its int8 copy: B says int8 weights, and the step shown gives the compare

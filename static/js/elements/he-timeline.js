@@ -86,6 +86,7 @@ class HeTimeline extends SteppedElement {
   render(rs) {
     this.measure ??= new Measure(this, "prefill_decode", { label: gettext("Measure prefill vs decode on this server") });
     this.prefixMeasure ??= new Measure(this, "prefix", { label: gettext("Measure what the cache saved on your prompt") });
+    if (this.dataset.run === "b") { this.renderRunOnly(rs); return; }
     if (!this.runPart) {
       this.runPart = el("div", { class: "he-part" });
       this.servedPart = el("div", { class: "he-part" });
@@ -98,6 +99,17 @@ class HeTimeline extends SteppedElement {
     this.drawRun(rs);
     this.drawPrefix(rs);
     this.drawMeasured(rs);
+  }
+
+  /** Run B of a compare run (issue 29): its own clock only; the prefix cache and the server's measurements are the
+   * server's, drawn once beside run A (run B's int8 copy has no prefix cache of its own). */
+  renderRunOnly(rs) {
+    if (!this.runPart) {
+      this.runPart = el("div", { class: "he-part" });
+      this.root.replaceChildren(el("h3", { class: "he-subhead" }, gettext("Your whole run, on the clock")), this.runPart,
+        caption(gettext("The prefix cache and the server's measurements are the server's, not this run's: they are drawn beside run A.")));
+    }
+    this.drawRun(rs);
   }
 
   drawRun(rs) {
