@@ -168,12 +168,9 @@ async def test_on_smollm2_the_int8_pairs_logit_difference_is_quantizes_own(setti
 async def test_a_saved_pair_is_one_recording_made_on_this_server(settings):
     """Save run posts both runs and their compares in order: validated, replayed as posted, and "recorded on this
     server"; a changed KL is not."""
-    from asgiref.sync import sync_to_async
-    from django.test import Client
-
     from explainer.services.run.provenance import RECORDED
+    from tests.explainer.test_recorded_details import save
     from tests.explainer.test_recording_abuse import as_a_browser_sends
-    from tests.explainer.test_recordings import post
 
     settings.EXPLAINER_MAX_RUNS_PER_ADDRESS = 2  # the pair's two slots
     comm = await connect("203.0.113.15")
@@ -185,13 +182,6 @@ async def test_a_saved_pair_is_one_recording_made_on_this_server(settings):
     assert {p.get("run") for p in payloads} == {None, "b"} and any(p["type"] == "compare" for p in payloads)
     data = {"messages": message["messages"], "params": message["params"], "seed": 3,
             "model_spec": payloads[0]["model"]["spec"], "payloads": payloads}
-
-    @sync_to_async
-    def save(data):
-        created = post(Client(), data)
-        assert created.status_code == 201, created.content
-        return created.json(), Client().get(f"/api/runs/{created.json()['id']}").json()
-
     created, api = await save(data)
     assert created["recorded_on_this_server"] is True
     assert api["payloads"] == payloads  # replayed as posted: both runs, and what parted them

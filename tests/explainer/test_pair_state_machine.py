@@ -7,17 +7,15 @@ On top of a lone run's invariants, each run checked on its own stream (B's messa
 - at most one step of each run leaves the server after it reads a stop;
 - both generation slots are free by `status: finished` and after a disconnect.
 """
-import asyncio
 import os
 
 import pytest
-from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
-from hypothesis.stateful import rule, run_state_machine_as_test
+from hypothesis.stateful import rule
 
 from tests.conftest import full_range
-from tests.explainer import test_run_state_machine as lone
-from tests.explainer.test_run_state_machine import PROMPT, Observer, RunMachine, ServerLog, counts, errors
+from tests.explainer.test_run_state_machine import (PROMPT, Observer, RunMachine, ServerLog, counts, errors,
+                                                    logged_machine_settings, run_machine)
 
 compared = {"steps": 0}  # compare messages checked: the machine must reach pairs that step, not only refusals
 SEQUENCES = int(os.environ.get("PAIR_MACHINE_SEQUENCES", "80" if full_range() else "25"))
@@ -150,27 +148,15 @@ class PairMachine(RunMachine):
 
 @pytest.fixture
 def pair_log(stories_model, monkeypatch):
-    """test_run_state_machine's settings (a small window for two runs, no rate limit, 16 tokens at most), logging pairs."""
-    stories_model.EXPLAINER_OUTBOUND_WINDOW = 24  # a pair sends 3 frames a step: held about as often as a lone run
-    stories_model.EXPLAINER_RATE_PER_S = 0
-    stories_model.EXPLAINER_MAX_NEW_TOKENS = 16
-    log = PairLog()
-    log.install(monkeypatch)
-    return log
+    """test_run_state_machine's settings, logging pairs; a pair sends 3 frames a step: a window of 24 holds it about
+    as often as 8 hold a lone run."""
+    return logged_machine_settings(stories_model, monkeypatch, PairLog(), 24)
 
 
 @pytest.mark.slow
 def test_the_pair_state_machine(pair_log):
-    loop = asyncio.new_event_loop()
-    PairMachine.loop, PairMachine.log = loop, pair_log
-    counts.update(sequences=0, actions=0, messages=0)
     compared.update(steps=0)
-    try:
-        run_state_machine_as_test(PairMachine, settings=settings(
-            max_examples=SEQUENCES, stateful_step_count=lone.STEPS_PER_SEQUENCE, derandomize=True, database=None,
-            deadline=None, print_blob=False, suppress_health_check=list(HealthCheck)))
-    finally:
-        loop.close()
+    run_machine(PairMachine, pair_log, SEQUENCES)
     print(f"\npair state machine: {counts['sequences']} sequences, {counts['actions']} actions, "
           f"{counts['messages']} messages checked, {compared['steps']} compared steps")
     assert counts["sequences"] >= SEQUENCES and compared["steps"] >= SEQUENCES

@@ -11,6 +11,14 @@ from tests.support import until
 RECORDED = ("session", "prefill", "step", "done", "check", "detail")  # static/js/save-run.js
 
 
+@sync_to_async
+def save(data: dict) -> tuple[dict, dict]:
+    """POST /api/runs (201), then GET the saved run back: (the answer to the post, the run as the API serves it)."""
+    created = post(Client(), data)
+    assert created.status_code == 201, created.content
+    return created.json(), Client().get(f"/api/runs/{created.json()['id']}").json()
+
+
 @pytest.mark.django_db(transaction=True)
 @pytest.mark.usefixtures("stories_model")
 async def test_a_run_with_the_lens_it_was_asked_for_is_recorded_on_this_server():
@@ -25,13 +33,6 @@ async def test_a_run_with_the_lens_it_was_asked_for_is_recorded_on_this_server()
     assert [row["layer"] for row in detail["lens"]] == list(range(layers))
     data = {"messages": start["messages"], "params": PARAMS, "seed": payloads[0]["params"]["seed"],
             "model_spec": payloads[0]["model"]["spec"], "payloads": payloads}
-
-    @sync_to_async
-    def save(data):
-        created = post(Client(), data)
-        assert created.status_code == 201, created.content
-        return created.json(), Client().get(f"/api/runs/{created.json()['id']}").json()
-
     created, api = await save(data)
     assert created["recorded_on_this_server"] is True
     assert api["payloads"][-1] == detail  # replayed as posted

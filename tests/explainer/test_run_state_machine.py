@@ -279,27 +279,36 @@ def one_answer(answers, is_answer) -> bool:
     return len(found) + len(errors(answers)) == 1
 
 
-@pytest.fixture
-def machine_settings(stories_model, monkeypatch):
-    stories_model.EXPLAINER_OUTBOUND_WINDOW = 8  # small: runs that are not acked get held
+def logged_machine_settings(stories_model, monkeypatch, log: ServerLog, window: int) -> ServerLog:
+    """A small outbound window (runs that are not acked get held), no rate limit, 16 tokens at most; `log` installed."""
+    stories_model.EXPLAINER_OUTBOUND_WINDOW = window
     stories_model.EXPLAINER_RATE_PER_S = 0
     stories_model.EXPLAINER_MAX_NEW_TOKENS = 16
-    log = ServerLog()
     log.install(monkeypatch)
     return log
 
 
-@pytest.mark.slow
-def test_the_run_state_machine(machine_settings):
+@pytest.fixture
+def machine_settings(stories_model, monkeypatch):
+    return logged_machine_settings(stories_model, monkeypatch, ServerLog(), 8)
+
+
+def run_machine(machine: type, log: ServerLog, sequences: int) -> None:
+    """`sequences` derandomized sequences of `machine` on a loop of their own (the same ones on every run)."""
     loop = asyncio.new_event_loop()
-    RunMachine.loop, RunMachine.log = loop, machine_settings
+    machine.loop, machine.log = loop, log
     counts.update(sequences=0, actions=0, messages=0)
     try:
-        run_state_machine_as_test(RunMachine, settings=settings(
-            max_examples=SEQUENCES, stateful_step_count=STEPS_PER_SEQUENCE, derandomize=True, database=None,
+        run_state_machine_as_test(machine, settings=settings(
+            max_examples=sequences, stateful_step_count=STEPS_PER_SEQUENCE, derandomize=True, database=None,
             deadline=None, print_blob=False, suppress_health_check=list(HealthCheck)))
     finally:
         loop.close()
+
+
+@pytest.mark.slow
+def test_the_run_state_machine(machine_settings):
+    run_machine(RunMachine, machine_settings, SEQUENCES)
     print(f"\nrun state machine: {counts['sequences']} sequences, {counts['actions']} actions, "
           f"{counts['messages']} messages checked")
     assert counts["sequences"] >= SEQUENCES
