@@ -207,6 +207,18 @@ def test_the_int8_copy_shows_its_largest_logit_difference(page, site_url):
     expect(page.locator('#kv .compare-label[data-run="b"]')).to_have_text("B: int8 weights")
     assert not page.errors, page.errors
 
+    # Saved, then "Run this live" from its permalink: the pair runs again, run B on the int8 copy again.
+    page.locator("#btn-save").click()
+    expect(page.locator("#permalink")).to_contain_text("Saved:")
+    page.goto(site_url + page.locator("#permalink").get_attribute("href"))
+    frames = collect_frames(page)
+    page.locator("#run-live").click()
+    expect(page.locator("#compare-weights")).to_have_value("int8")
+    expect(page.locator("#status-banner")).to_contain_text("Finished", timeout=60_000)
+    again = next(f for f in frames if f.get("type") == "session" and f.get("run") == "b")
+    assert again["compare"]["weights"] == "int8" and again["params"]["seed"] == run["session_b"]["params"]["seed"]
+    assert not page.errors, page.errors
+
 
 
 def test_a_compare_without_two_free_slots_is_refused_in_the_banner(page, one_slot_url):

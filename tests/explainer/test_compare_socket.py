@@ -219,3 +219,26 @@ async def test_a_socket_closed_at_any_moment_of_a_pair_closes_both_sessions(monk
     await comm.disconnect()
     await settled(lambda: generating.active == 0, "both slots back")
     await settled(lambda: len(opened) == 1 and opened[0] in closed, "run B's session closed")
+
+
+async def test_another_model_with_another_tokenizer_compares_its_top_5(settings):
+    """A listed compare model (EXPLAINER_COMPARE_MODELS) reads the prompt with its own tokenizer: each compare gives
+    both tokens and both top 5s; the figures that need one vocabulary are null. An unlisted one is refused by name."""
+    settings.EXPLAINER_COMPARE_MODELS = ["bundled"]
+    comm = await connect()
+    await comm.send_json_to(start({"model": "bundled"}))
+    seen = await until(comm, finished)
+    b_session, b_prefill = of(seen, "session", "b")[0], of(seen, "prefill", "b")[0]
+    assert b_session["model"]["name"] != of(seen, "session")[0]["model"]["name"]
+    assert b_session["compare"]["model"] == b_session["model"]["spec"]
+    assert [t["id"] for t in b_prefill["tokens"]] != [t["id"] for t in of(seen, "prefill")[0]["tokens"]]
+    compares = of(seen, "compare")
+    assert len(compares) == 12
+    for c, a, b in zip(compares, of(seen, "step"), of(seen, "step", "b")):
+        assert not c["same_tokenizer"] and c["kl"] is None and c["a_prob_of_b"] is None and c["max_logit_diff"] is None
+        assert len(c["top_a"]) == len(c["top_b"]) == 5 and c["token_b"]["text"] == b["token"]["text"]
+        assert c["parted"] == (a["token"]["text"] != b["token"]["text"])
+    await comm.send_json_to(start({"model": "smollm2-135m-instruct"}))
+    error = (await until(comm, lambda m: m["type"] == "error"))[-1]
+    assert error["field"] == "compare.model" and "not one of this server's compare models" in error["message"]
+    await comm.disconnect()

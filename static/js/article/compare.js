@@ -54,6 +54,26 @@ export function readCompare() {
   return compare;
 }
 
+/**
+ * "Run this live" of a saved compare run: run B's column set as it was (B's session's `compare`: the parameters it
+ * changed, its weights or model), so Play runs the pair again; a recording of one run closes the column.
+ */
+export function fillCompare(payloads) {
+  const b = (payloads || []).find((p) => p?.type === "session" && p.run === "b")?.compare;
+  const box = $("#compare-params");
+  page.compareOn = Boolean(b && box);
+  if (!page.compareOn) return;
+  for (const input of box.querySelectorAll("input[data-param]")) {
+    const value = b.changed?.[input.dataset.param];
+    input.value = value == null ? "" : String(value);
+  }
+  const weights = $("#compare-weights");
+  if (weights) weights.value = b.weights === "int8" ? "int8" : weights.options[0]?.value ?? "";
+  const model = $("#compare-model");
+  // Only a listed compare model is an option (run B of a params or int8 compare names the served model: no option)
+  if (model) model.value = [...model.options].some((o) => o.value === b.model) ? b.model : "";
+}
+
 /** Whether run B would be run A again (the server refuses a compare that changes nothing). */
 export function changesNothing(compare) {
   return !compare.params && !compare.model && !compare.weights;

@@ -8,6 +8,7 @@ import { start, stopRun } from "./controls.js";
 import { feedDiagrams } from "./diagrams.js";
 import { fill, gettext, grouped, ngettext } from "../lib/i18n.js";
 import { recordingShown, recordingWhole } from "./guess.js";
+import { fillCompare } from "./compare.js";
 import { showPairOf } from "./compare.js";
 
 /** The step bar, made once; scrubbing is a change to the chrome (the diagrams follow the page step themselves). */
@@ -125,6 +126,7 @@ export async function replayRecording(id) {
     const body = await fetchJson(`/api/runs/${encodeURIComponent(id)}`);
     showRecording(body, "recording");
     fillForm(body.messages || [], { ...(body.params || {}), seed: body.seed ?? body.params?.seed });
+    fillCompare(body.payloads); // a saved pair runs as a pair again
     const live = $("#run-live");
     if (live) { live.href = `/?run=${encodeURIComponent(id)}`; live.hidden = false; }
     const n = state.steps.length;
@@ -148,6 +150,7 @@ export async function runRecordingLive(id) {
   try {
     const body = await fetchJson(`/api/runs/${encodeURIComponent(id)}`);
     fillForm(body.messages || [], { ...(body.params || {}), seed: body.seed ?? body.params?.seed });
+    fillCompare(body.payloads); // a saved pair runs as a pair again
   } catch (err) {
     loadFailed(err);
     changed();
