@@ -100,14 +100,19 @@ async def test_pause_step_and_fork_act_on_both_runs():
     await comm.disconnect()
 
 
-async def test_a_compare_needs_two_slots_and_says_so(settings):
-    """One slot left for this address: the compare start is refused by name, and no slot stays taken."""
+async def test_a_compare_needs_two_slots_and_says_so(settings, monkeypatch):
+    """One slot left for this address: the compare start is refused by name, no slot stays taken, and the slot it
+    gave back unused teaches the start line no run length (the line's wait estimate comes from real runs only)."""
+    from explainer.services.admission.start_queue import run_lengths
+
+    monkeypatch.setattr(run_lengths, "mean_s", None)
     settings.EXPLAINER_MAX_RUNS_PER_ADDRESS = 1
     comm = await connect("10.1.2.3")
     await comm.send_json_to(start({"params": {"temperature": 1.3}}))
     busy = (await until(comm, lambda m: m["type"] == "busy"))[-1]
     assert "two of your generation slots" in busy["reason"]
     assert generating.active == 0 and not generating.by_address
+    assert run_lengths.mean_s is None
     settings.EXPLAINER_MAX_RUNS_PER_ADDRESS = 2  # two slots: the same start runs, and holds both while it runs
     await comm.send_json_to(start({"params": {"temperature": 1.3}}, max_new_tokens=200, min_new_tokens=200))
     await until(comm, lambda m: m["type"] == "compare" and m["step"] == 2)

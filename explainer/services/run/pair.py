@@ -65,9 +65,10 @@ class ComparedRun:
         return None
 
     def _give_back_a_slot(self) -> None:
+        """Run A's slot back unused (its pair could not start): no run held it, so the line's estimate is not told."""
         if self.holds_slot:
             self.holds_slot = False
-            generating.release(self.address, held_s=self._held_s())
+            generating.release(self.address)
 
     def _release_b(self) -> None:
         if self.b_slot:
