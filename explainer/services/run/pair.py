@@ -96,8 +96,9 @@ class ComparedRun:
         session = self.b.session
         await self.send(as_b(await run_on(self.device, session.prefill, owner=self.address, tokens=len(session.ids))))
 
-    async def _step_pair(self) -> None:
-        """One step of each run still going, in the same scheduler tick; then what parts them at that step."""
+    async def _step_runs(self) -> None:
+        """One step of each run still going (run A alone outside compare mode), in the same scheduler tick, batched
+        with other visitors' steps; in compare mode, then what parts them at that step."""
         going = [s for s in self.sessions() if not s.finished]
         scheduler = scheduler_for(self.device)
         payloads = await asyncio.gather(*(scheduler.step(s) for s in going))

@@ -12,7 +12,7 @@ from explainer.services.run.provenance import RunDigest
 from explainer.services.admission import limits
 from explainer.services.device import model_registry
 from explainer.services.admission.capacity import generating
-from explainer.services.device.executors import run_on, scheduler_for
+from explainer.services.device.executors import run_on
 from explainer.services.run.on_demand import READER_PAUSED, OnDemandAnswers
 from explainer.services.run.opening import COUNTS_BURST, COUNTS_PER_S, OPEN_RUNS, Opening, live_sessions
 from explainer.services.run.errors import ENGINE_ERRORS, OUT_OF_MEMORY, as_error, refusal
@@ -158,10 +158,7 @@ class VisitorRun(ComparedRun, Opening, OnDemandAnswers):
     async def _one_step(self) -> None:
         self.control.set_computing(True)
         try:
-            if self.b is not None:  # compare mode: both runs in one tick, then what parts them
-                await self._step_pair()
-            else:
-                await self.send(await scheduler_for(self.device).step(self.session))  # batched with others' steps
+            await self._step_runs()  # batched with others' steps; compare mode: both runs, then what parts them
         finally:
             self.control.set_computing(False)
         self.control.step_sent()
