@@ -3,6 +3,9 @@ from __future__ import annotations
 
 import torch
 
+from .forward import cache_holding
+from .prefix_cache import PrefixStart
+
 
 @torch.no_grad()
 def causal_mask_check(loaded, ids: list[int], change_at: int, replacement: int,
@@ -44,19 +47,25 @@ def prefill_pass(loaded, ids: list[int]) -> torch.Tensor:
 class ResidualPass:
     """prefill_pass in chunks on one cache, one chunk per call (feed()), so a long prompt's check never holds the
     device for a whole pass: other visitors' steps run between the chunks. The twin goes through the chunks the
-    run's own prefill went through (`sizes`), so its positions before the change see exactly that computation."""
+    run's own prefill went through (`sizes`), so its positions before the change see exactly that computation.
+    `start`: the prefix the run's prefill took from the prefix cache; the pass continues from its keys and values,
+    and `sizes` cover the rest of `ids`."""
 
-    def __init__(self, loaded, ids: list[int], sizes: list[int]):
-        assert sum(sizes) == len(ids), "the chunks must cover the prompt"
+    def __init__(self, loaded, ids: list[int], sizes: list[int], start: PrefixStart | None = None):
+        begin = start.tokens if start is not None else 0
+        assert begin + sum(sizes) == len(ids), "the chunks must cover the prompt"
         self.loaded, self.ids, self.sizes = loaded, ids, list(sizes)
-        self.fed, self.cache, self.parts = 0, None, []
+        self.fed, self.cache, self.parts = begin, None, []
+        if start is not None:
+            self.cache, self.parts = cache_holding(start.kv), [start.hidden]
 
     @torch.no_grad()
     def feed(self) -> bool:
         """Run the next chunk; True while more are left."""
         from .capture import residual_stream
         model = self.loaded.model
-        ids = self.ids[self.fed:self.fed + self.sizes[len(self.parts)]]
+        ids = self.ids[self.fed:self.fed + self.sizes[0]]
+        self.sizes = self.sizes[1:]
         with residual_stream(model, self.loaded.adapter) as residuals:
             out = model(input_ids=torch.tensor([ids], device=model.device), cache=self.cache,
                         use_cache=True, output_attentions=True, logits_to_keep=1)

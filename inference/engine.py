@@ -21,6 +21,7 @@ from .forward import ForwardRow, aligned_attentions, joined_parts, last_rows, on
 from .kept_steps import KeptSteps
 from .kvstats import cache_stats
 from .loading import LoadedModel
+from .prefix_cache import PrefixStart
 from .prompting import Prompt
 from .sampling import ParamError, SamplingParams, sample_token
 from .wire import builders
@@ -75,6 +76,7 @@ class GenerationSession:
         self.prefill_chunked: list[int] | None = None  # the chunks' sizes when the prompt went in chunks (prefill_part)
         self.fed = 0  # prompt positions in the cache
         self.cached_tokens = 0  # prompt positions taken from the prefix cache, not computed (start_from_prefix)
+        self.prefix: PrefixStart | None = None  # that prefix's keys, values and residuals, until the causal-mask check takes it
         self.looked_up = False  # the prefix cache was asked for this prefill
         self.held_at: float | None = None  # paused since (hold/unhold): left out of the timing figures
         self.kept.clear()
@@ -151,6 +153,8 @@ class GenerationSession:
         if hit is None:
             return
         self.cache, self.fed, self.cached_tokens = hit.cache, hit.tokens, hit.tokens
+        # The prefix's own tensors (the cache's updates concatenate into new ones, so these stay the prefix's)
+        self.prefix = PrefixStart([(layer.keys, layer.values) for layer in hit.cache.layers], hit.hidden)
         self.parts.append(ForwardRow(logits=torch.empty(0), hidden=hit.hidden, last_attn=torch.empty(0), forward_ms=0.0,
                                      ended_at=time.perf_counter(), attentions=hit.attentions, source="prefill"))
 
@@ -289,7 +293,7 @@ class GenerationSession:
     def forked_step(self, token_id: int) -> dict:
         """A fork's second half: the forced step (after the prefill's last chunk, when rewind reset the session)."""
         payload = self.step(forced_token=token_id)
-        self.prefill_hidden = None  # a fork runs no causal-mask check: nothing to keep for one
+        self.prefill_hidden = self.prefix = None  # a fork runs no causal-mask check: nothing to keep for one
         return payload
 
     @torch.no_grad()
@@ -337,7 +341,7 @@ class GenerationSession:
 
     def close(self) -> None:
         """Free the cache and kept tensors (the session's only large state)."""
-        self.cache, self.pending, self.prefill_hidden = None, None, None
+        self.cache, self.pending, self.prefill_hidden, self.prefix = None, None, None, None
         self.kept.clear()
         self.finished = self.finished or "stopped"
 

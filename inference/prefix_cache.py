@@ -76,6 +76,19 @@ class Hit:
 
 
 @dataclass
+class PrefixStart:
+    """Where a session's prefill began in the prefix cache: the prefix's keys and values (layers x (keys, values),
+    each (1, kv_heads, tokens, head_dim)) and residuals (layers + 1, tokens, hidden). The causal-mask check
+    continues its two passes from the same keys and values (inference/article_checks.py SuffixPasses)."""
+    kv: list[tuple[torch.Tensor, torch.Tensor]]
+    hidden: torch.Tensor
+
+    @property
+    def tokens(self) -> int:
+        return self.hidden.shape[1]
+
+
+@dataclass
 class PrefixStats:
     entries: int
     bytes: int

@@ -28,3 +28,13 @@ def test_the_timeline_says_which_tokens_came_from_the_prefix_cache(page, site_ur
     hits = timeline.locator(".he-stats div", has_text="hit rate")
     expect(hits.locator("dd")).to_have_text(f"{int(stats['hits'] / stats['lookups'] * 100 + 0.5)}%")  # toFixed: half up
     expect(timeline.locator(".he-stats div", has_text="tokens saved").locator("dd")).to_have_text(f"{stats['tokens_saved']:,}")
+    # The mask section's live check ran from the same cached prefix (two passes of the rest), and says so.
+    check = next(f for f in frames if f.get("type") == "check" and f.get("name") == "causal_mask")
+    data = check["data"]
+    assert data["from_prefix_cache"] == cached < data["change_at"] and check["passed"], data
+    mask = page.locator("he-mask")
+    mask.scroll_into_view_if_needed()
+    expect(mask).to_contain_text(f"Both passes began from the prefix cache's keys and values for the first {cached} positions, "
+                                 f"as this run's own prefill did, so those positions are the same numbers in both; "
+                                 f"positions {cached} to {total - 1} were computed in each pass.")
+    expect(mask).to_contain_text("Passed: nothing before the change moved.")

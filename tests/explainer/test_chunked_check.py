@@ -1,18 +1,27 @@
 """The causal-mask check of a prompt prefilled in chunks (issue 22, N2b): the twin goes through the chunks the
 run's own prefill went through, one device call each, and positions before the change still move by exactly 0."""
+from dataclasses import replace
+
 import pytest
 
 from explainer.services.run import after_run_checks
 from inference.engine import GenerationSession
 from inference.loading import load_model
+from inference.prefix_cache import PrefixCache
 from inference.prompting import build_prompt
 from inference.sampling import SamplingParams
+from tests.inference.test_prefix_cache import SHARED
 from tests.support import stories_spec
 
 
 @pytest.fixture(scope="module")
 def stories():
     return load_model(stories_spec(), device="cpu")
+
+
+@pytest.fixture(scope="module")
+def smollm2():
+    return load_model("smollm2-135m-instruct", device="cpu")
 
 
 def test_a_chunked_prefills_check_feeds_its_twin_through_the_same_chunks(stories):
@@ -54,3 +63,56 @@ def test_a_prompt_checked_lately_is_not_run_again(stories):
     assert (measured["data"]["reused"], reused["data"]["reused"]) == (False, True)
     assert {k: v for k, v in reused["data"].items() if k != "reused"} == {k: v for k, v in measured["data"].items() if k != "reused"}
     assert reused["passed"] and second.prefill_hidden is None  # its own residuals are freed all the same
+
+
+def device_calls(calls) -> tuple[list, dict]:
+    """Run the check's device calls one by one: (the prompt tokens each fed, None for the comparison), the check."""
+    fed, call = [], next(calls)
+    try:
+        while True:
+            fed.append(getattr(call, "tokens", None))
+            call = calls.send(call())
+    except StopIteration as done:
+        return fed, done.value
+
+
+def prefix_then(loaded, first: list[int], second: list[int], chunk: int | None = None):
+    """`second`'s session, prefilled after `first`'s on a prefix cache: it starts from their shared prefix."""
+    cached = replace(loaded, prefix_cache=PrefixCache(64 * 2**20))
+    params = SamplingParams.from_dict({"max_new_tokens": 2, "temperature": 0})
+    GenerationSession(cached, build_prompt(loaded.tokenizer, input_ids=first), params).prefill()
+    session = GenerationSession(cached, build_prompt(loaded.tokenizer, input_ids=second), params, prefill_chunk=chunk)
+    session.prefill()
+    return session
+
+
+@pytest.mark.parametrize("model", ["stories", "smollm2"])
+def test_a_check_after_a_prefix_cache_hit_runs_only_the_positions_after_the_prefix(model, request):
+    """A class shares the template's system prompt: each visitor's prefill computes only the rest, and so does their
+    check (the prompt and its twin, each from the same cached keys and values), not two whole prompts. Positions
+    before the change still move by exactly 0, and what the change moves matches a check of two whole passes."""
+    loaded = request.getfixturevalue(model)
+    if model == "stories":
+        first, second, chunk = SHARED + [60, 61], SHARED + [62, 63, 64], 2
+    else:
+        first, second = (build_prompt(loaded.tokenizer, messages=[{"role": "user", "content": q}]).ids
+                         for q in ("How do rainbows form?", "Why is the sky blue? Explain it simply."))
+        chunk = None
+    session = prefix_then(loaded, first, second, chunk)
+    shared = session.cached_tokens
+    assert shared == next(i for i, (a, b) in enumerate(zip(first, second)) if a != b) and shared > 8
+    fed, check = device_calls(after_run_checks.causal_calls(session))
+    rest = len(second) - shared
+    sizes = [2, 1] if model == "stories" else [rest]
+    assert sum(sizes) == rest and fed == sizes + sizes + [None]  # two passes of the rest, none of the whole prompt
+    data = check["data"]
+    at = data["change_at"]
+    assert data["from_prefix_cache"] == shared < at and session.prefix is None  # the prefix's tensors are let go
+    assert check["passed"] and data["max_abs_change"][:at] == [0.0] * at
+    assert min(data["max_abs_change"][at:]) > 0  # the change moved itself and everything after it
+    after_run_checks.CHECKED.clear()  # the lone check below must run, not be reused
+    lone = GenerationSession(loaded, build_prompt(loaded.tokenizer, input_ids=second), SamplingParams.from_dict({"max_new_tokens": 2}))
+    lone.prefill()
+    whole = after_run_checks.causal_mask(lone)["data"]
+    assert (whole["change_at"], whole["replacement"], "from_prefix_cache" in whole) == (at, data["replacement"], False)
+    assert whole["max_abs_change"][at:] == pytest.approx(data["max_abs_change"][at:], rel=1e-3, abs=1e-4)

@@ -61,26 +61,48 @@ def causal_calls(session):
     if change is None:
         return no_change()
     position, replacement = change
-    own, sizes, batched = session.prefill_hidden, session.prefill_chunked, session.prefill_batched
-    session.prefill_hidden = None  # the run's own prefill residuals, then freed
+    own, sizes, batched, start = session.prefill_hidden, session.prefill_chunked, session.prefill_batched, session.prefix
+    session.prefill_hidden = session.prefix = None  # the run's own prefill tensors, then freed
     key = (id(session.model), session.description.spec, session.description.dtype, tuple(session.prompt.ids))
     if (known := CHECKED.get(key)) is not None:
         CHECKED.move_to_end(key)
         return causal_message(session, {**copy.deepcopy(known), "reused": True})
-    ids, twin, started = session.prompt.ids, None, time.perf_counter()
-    if own is not None and sizes:
-        feed = article_checks.ResidualPass(session.loaded, ids[:position] + [replacement] + ids[position + 1:], sizes)
-        for size in sizes:
-            yield Chunk(feed.feed, size)
-        twin = feed.result()
-    result = yield partial(article_checks.causal_mask_check, session.loaded, ids, position, replacement, own, twin)
-    if batched and own is not None and not result["earlier_unchanged"]:  # a batch row against a lone pass: lone passes decide
-        result = yield partial(article_checks.causal_mask_check, session.loaded, ids, position, replacement)
+    ids, started = session.prompt.ids, time.perf_counter()
+    changed = ids[:position] + [replacement] + ids[position + 1:]
+    if start is not None and start.tokens < position:
+        result = yield from from_prefix(session, ids, changed, position, replacement, start)
+    else:
+        twin = None
+        if own is not None and sizes:
+            twin = yield from chunked_calls(article_checks.ResidualPass(session.loaded, changed, sizes))
+        result = yield partial(article_checks.causal_mask_check, session.loaded, ids, position, replacement, own, twin)
+        if batched and own is not None and not result["earlier_unchanged"]:  # a batch row against a lone pass: lone passes decide
+            result = yield partial(article_checks.causal_mask_check, session.loaded, ids, position, replacement)
     result["measured_ms"] = round((time.perf_counter() - started) * 1e3, 3)  # its own device calls and the waits between
     CHECKED[key] = copy.deepcopy(result)
     while len(CHECKED) > CHECKED_MOST:
         CHECKED.popitem(last=False)
     return causal_message(session, {**result, "reused": False})
+
+
+def from_prefix(session, ids: list[int], changed: list[int], position: int, replacement: int, start):
+    """A prefill that began in the prefix cache: the prompt and its changed twin each continue from the same
+    cached keys and values, as the run did, and only the positions after the prefix are computed (two passes of the
+    same shape, in chunks of at most the prefill's). The prefix's positions are the same rows in both: the
+    result says how many (`from_prefix_cache`), and at least one computed position comes before the change."""
+    left, most = len(ids) - start.tokens, session.prefill_chunk or len(ids)
+    sizes = [min(most, left - n) for n in range(0, left, most)]
+    original = yield from chunked_calls(article_checks.ResidualPass(session.loaded, ids, sizes, start))
+    twin = yield from chunked_calls(article_checks.ResidualPass(session.loaded, changed, sizes, start))
+    result = yield partial(article_checks.causal_mask_check, session.loaded, ids, position, replacement, original, twin)
+    return {**result, "from_prefix_cache": start.tokens}
+
+
+def chunked_calls(feed):
+    """Each chunk of `feed` as its own device call; then its residuals."""
+    for size in list(feed.sizes):
+        yield Chunk(feed.feed, size)
+    return feed.result()
 
 
 def causal_change(session) -> tuple[int, int] | None:

@@ -87,6 +87,10 @@ class HeMask extends SteppedElement {
         + "%(replacement)s id %(replacement_id)s) and the prompt run again."), { position: at,
         original: String(JSON.stringify(original?.text)), original_id: String(original?.id),
         replacement: String(JSON.stringify(replacement?.text)), replacement_id: String(replacement?.id) }),
+      ...(check.data.from_prefix_cache ? [fill(gettext("Both passes began from the prefix cache's keys and values for the first "
+        + "%(cached)s positions, as this run's own prefill did, so those positions are the same numbers in both; positions "
+        + "%(first)s to %(last)s were computed in each pass."), { cached: String(check.data.from_prefix_cache),
+        first: String(check.data.from_prefix_cache), last: String(n - 1) })] : []),
       fill(same ? gettext("Largest change before position %(position)s: %(before)s (unchanged); at and after it: up to %(max)s.")
         : gettext("Largest change before position %(position)s: %(before)s; at and after it: up to %(max)s."),
       { position: at, before: fmt(maxBefore, 6), max: fmt(max, 4) }),
