@@ -7,7 +7,7 @@ import threading
 import pytest
 import torch
 
-from explainer.services.device.executors import BACKGROUND, STEP, DeviceExecutor
+from explainer.services.device.executors import BACKGROUND, FIRST_TOKEN, STEP, TICK, DeviceExecutor
 from inference.engine import GenerationSession
 from inference.loading import load_model
 from inference.prompting import build_prompt
@@ -116,3 +116,27 @@ async def test_runs_finishing_together_share_one_weights_checksum_taken_in_slice
     assert slices > 1 and len(calls) == slices and sum(calls) == len(list(loaded.model.parameters()))
     later = await after_run_checks.weights_after_run("cpu", loaded.model)  # after that one began: a fresh one
     assert later == crowd[0] and len(calls) == 2 * slices
+
+
+async def test_a_starts_call_before_its_first_token_does_not_wait_behind_others_checks():
+    """While ticks are due and the other calls have had their share, an address's calls (checks, chunks) wait for
+    the ticks; a start's own call between its prefill and its first token (FIRST_TOKEN: copying its prompt's
+    embedding rows) runs right after the tick in flight, before them. Behind a class's checks it waited ~11 s."""
+    executor = DeviceExecutor("model-first-token-test")
+    due, ran, gate = threading.Event(), [], threading.Event()
+    executor.tick_due = due.is_set
+    due.set()
+    executor.pace.add(TICK, 1.0)
+    executor.pace.add("other", 1.0)  # the others have had more than OTHER_SHARE of the ticks' time: they wait
+    blocked = asyncio.wrap_future(executor.submit_at(STEP, gate.wait, TICK))  # the device busy while all is queued
+
+    def call(name, owner):
+        return asyncio.wrap_future(executor.submit_at(STEP, lambda: ran.append(name), owner))
+    checks = [call(f"check {n}", "10.0.0.7") for n in range(4)]
+    first, tick = call("first token", FIRST_TOKEN), call("tick", TICK)
+    gate.set()
+    await asyncio.gather(blocked, tick, first)
+    assert ran == ["tick", "first token"]  # the address's checks still wait: ticks are due and they had their share
+    due.clear()  # no tick due: the checks go
+    await asyncio.gather(*checks)
+    assert ran == ["tick", "first token", "check 0", "check 1", "check 2", "check 3"]

@@ -27,6 +27,10 @@ STEP, BACKGROUND = 0, 1  # priorities: lower runs first; equal ones in the order
 QUIET_S = 0.05  # background work starts only once visitors' work has paused this long (not in a gap between ticks)
 TICK = "tick"  # the owner of decode ticks: every decoding visitor's step in one call
 JOINING = "joining"  # the owner of the scheduler's batched prefills: the ticker waits on them, so they never wait for a tick
+# The owner of a start's own short calls between its prefill and its first token (copying the prompt's embedding rows
+# for the after-run check, a millisecond): behind the other calls they held a class's late joiners ~11 s from step 1.
+FIRST_TOKEN = "first-token"
+UNPACED = (TICK, JOINING, FIRST_TOKEN)  # owners whose calls never wait for a tick's turn
 USAGE_HALF_LIFE_S = 10.0  # an address's recent device time halves in this long
 PACE_HALF_LIFE_S = 2.0  # the recent tick and other time that OTHER_SHARE compares
 OTHER_SHARE = 0.5  # while ticks are due, other calls take at most this much of the time ticks take
@@ -84,7 +88,7 @@ class DeviceExecutor(Executor):
                 wait = None
                 if self._queue and self._queue[0][0] == STEP:
                     index = self._fairest_step()
-                    if self._queue[index][4][0] in (TICK, JOINING) or not self._ticks_first():
+                    if self._queue[index][4][0] in UNPACED or not self._ticks_first():
                         return self._pop(index)
                     wait = 0.005  # the tick is due: look again when it comes (submit notifies) or soon
                 elif self._queue and now - self._step_ended >= QUIET_S:
@@ -101,11 +105,12 @@ class DeviceExecutor(Executor):
         return pace.get("other", 0.0) > OTHER_SHARE * pace.get(TICK, 0.0)
 
     def _fairest_step(self) -> int:
-        """Index of the next visitor call: a tick first, else the earliest call of the owner with least recent use."""
+        """Index of the next visitor call: a tick first, then a batched prefill or a start's call before its first
+        token, else the earliest call of the owner with least recent use."""
         steps = [(n, item) for n, item in enumerate(self._queue) if item[0] == STEP]
-        ticks = [(item[1], n) for n, item in steps if item[4][0] == TICK]
-        if ticks:
-            return min(ticks)[1]
+        for owners in ((TICK,), UNPACED):
+            if first := [(item[1], n) for n, item in steps if item[4][0] in owners]:
+                return min(first)[1]
         usage = self.usage.now()
         return min((usage.get(item[4][0], 0.0), item[1], n) for n, item in steps)[2]
 
@@ -140,7 +145,7 @@ class DeviceExecutor(Executor):
         self.pace.add(TICK if owner == TICK else "other", seconds)
         if owner == TICK:
             self.tick_s = seconds if self.tick_s is None else 0.8 * self.tick_s + 0.2 * seconds
-        elif owner not in (None, JOINING):
+        elif owner not in (None, JOINING, FIRST_TOKEN):
             self.usage.add(owner, seconds)
         if tokens:
             per_token = seconds / tokens

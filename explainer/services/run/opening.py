@@ -11,7 +11,7 @@ from django.conf import settings
 from explainer.messages import busy_payload, tokenized_payload
 from explainer.protocol import ProtocolError, integer, prompt_fields
 from explainer.services.device import model_registry
-from explainer.services.device.executors import executor_for, run_on, scheduler_for
+from explainer.services.device.executors import FIRST_TOKEN, executor_for, run_on, scheduler_for
 from explainer.services.run import after_run_checks
 from explainer.services.run.control import PREFILLING, STOPPING, status
 from explainer.services.admission.limits import RateLimited
@@ -157,7 +157,7 @@ class Opening(InLine):
             if prefill is None:
                 return False
             await self.send(prefill)
-            self.rows_before = await run_on(self.device, after_run_checks.embedding_rows, self.session, owner=self.address)
+            self.rows_before = await run_on(self.device, after_run_checks.embedding_rows, self.session, owner=FIRST_TOKEN)
             if self.control.state != STOPPING:  # off the first token's path: decode ticks run between its calls
                 self.checking = asyncio.create_task(self._causal_check(self.session))
                 await self._open_b()  # compare mode: run B's session and prefill
