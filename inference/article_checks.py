@@ -89,12 +89,13 @@ def weights_checksum(model) -> dict:
 @torch.no_grad()
 def parameter_sums(parameters) -> list[tuple[float, float]]:
     """(sum, sum of absolute values) in float64 of each parameter, in order."""
-    return [double_sums(p.double()) for p in parameters]
+    return [double_sums(p.to(torch.float64, copy=True)) for p in parameters]
 
 
 def double_sums(wide: torch.Tensor) -> tuple[float, float]:
     """(sum, sum of absolute values) of a float64 copy, made absolute in place: one copy per parameter, not
-    three (the same float64 sums, bit for bit)."""
+    three (the same float64 sums, bit for bit). A copy always (copy=True): .double() of a float64 parameter is
+    the parameter itself, which abs_() would change."""
     total = float(wide.sum())
     return total, float(wide.abs_().sum())
 
