@@ -153,7 +153,8 @@ class Socket:
                 await asyncio.wait_for(self.got.wait(), max(0.05, deadline - time.time()))
             except asyncio.TimeoutError:
                 break
-        raise TimeoutError(f"{self.url}: nothing matched in {timeout} s; last {[m for _, m in self.seen[-3:]]}")
+        last = [(m.get("type"), m.get("state"), m.get("step")) for _, m in self.seen[-5:]]  # short: a caller shows a tail
+        raise TimeoutError(f"{self.url}: nothing matched in {timeout} s; last (type, state, step): {last}")
 
     def run_frames(self, after: int = 0) -> list[tuple[float, dict]]:
         """The broadcast's frames: from its `session` through its `finished` status."""

@@ -3,7 +3,8 @@ idle first, then a room of WebSocket students: most follow a host broadcast, the
 prompts. Mid-run one worker (not the broadcast's) is SIGKILLed; its Procfile line starts it again.
 Optionally one Chromium page follows too and is checked for an error on screen.
 
-With --pause S the host pauses the broadcast for S seconds at its step 2 (a teacher explaining) and resumes.
+With --pause S the host starts the broadcast paused, steps it to step 2 and holds it there for S seconds (a
+teacher explaining), then resumes.
 
 Prints: errors (other than the killed worker's `worker_lost`), the worker_lost count, each follower's
 frames against the host's, and how long after the host's page each follower saw each step (p50/p95);
@@ -103,17 +104,20 @@ async def room(args, ws: Workshop, token: str) -> dict:
     if browser:
         await asyncio.wait_for(browser_ready.wait(), 120)
 
+    # With a pause, the broadcast starts paused and the host steps it to step 2: a pause sent while it ran could
+    # come after its last step on a loaded machine (the bundled model writes 24 tokens in under a second).
     await host.send({"type": "broadcast", "messages": PROMPT, "params": {"max_new_tokens": args.tokens, "seed": 3,
-                                                                           "temperature": 0.8}})
+                                                                           "temperature": 0.8}, "paused": bool(args.pause)})
     status = await host.until(lambda m: m["type"] == "status" and "worker" in m, 120)
     own = [asyncio.create_task(own_run(s, args.tokens, report)) for s in loners]
+    for step in (1, 2) if args.pause else ():
+        await host.send({"type": "step"})
+        await host.until(lambda m, n=step: m["type"] == "step" and m["step"] >= n, 120)
     await host.until(lambda m: m["type"] == "step" and m["step"] >= 2, 120)
     victim = next(w for w in (f"inference-{i}" for i in range(args.workers)) if w != status["worker"])
     os.kill(ws.worker_pid(victim), signal.SIGKILL)
     killed_at = time.time()
     if args.pause:  # the teacher explains step 2 for a while: the broadcast must outlast any idle timeout
-        await host.send({"type": "pause"})
-        await host.until(lambda m: m["type"] == "status" and m["state"] == "paused", 120)
         await asyncio.sleep(args.pause)
         await host.send({"type": "resume"})
     await host.until(finished, 300)
