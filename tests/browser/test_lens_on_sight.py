@@ -28,6 +28,15 @@ def lens_asked(sent: list[dict]) -> list[dict]:
     return [f for f in sent if f.get("type") == "detail" and f.get("what") == "lens"]
 
 
+def steps_asked(page, sent: list[dict], steps: list[int]) -> None:
+    """Wait (up to 10 s) until the page's lens requests, in order, were for `steps`; fail naming what was sent."""
+    for _ in range(100):
+        if [f["step"] for f in lens_asked(sent)] == steps:
+            return
+        page.wait_for_timeout(100)
+    assert [f["step"] for f in lens_asked(sent)] == steps
+
+
 def test_the_layers_section_reads_every_layer_of_the_step_shown_on_smollm2(page, smollm2_url):
     received, sent = frames_both_ways(page)
     run = run_prompt(page, smollm2_url, received, text="How do rainbows form?", max_new_tokens=3)
@@ -50,7 +59,8 @@ def test_the_layers_section_reads_every_layer_of_the_step_shown_on_smollm2(page,
     expect(page.locator("#replay-bar")).to_have_attribute("data-position", str(n - 1))
     expect(layers.locator(LENS_ROWS)).to_have_count(LAYERS, timeout=60_000)
     expect(layers).to_contain_text(f"Prediction for step {n - 1} of {n}")
-    assert [f["step"] for f in lens_asked(sent)] == [n, n - 1]
+    # Its rows came from that request's answer; Playwright may hand the page's sent frame to this test a moment later
+    steps_asked(page, sent, [n, n - 1])
     page.locator("[data-replay=next]").click()  # back to a step already read: not asked again
     expect(layers.locator(LENS_ROWS)).to_have_count(LAYERS)
     page.wait_for_timeout(600)  # past the settle delay: a second request would have gone by now
