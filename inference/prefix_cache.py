@@ -79,7 +79,7 @@ class Hit:
 class PrefixStart:
     """Where a session's prefill began in the prefix cache: the prefix's keys and values (layers x (keys, values),
     each (1, kv_heads, tokens, head_dim)) and residuals (layers + 1, tokens, hidden). The causal-mask check
-    continues its two passes from the same keys and values (inference/article_checks.py SuffixPasses)."""
+    continues its two passes from the same keys and values (inference/article_checks.py ResidualPass)."""
     kv: list[tuple[torch.Tensor, torch.Tensor]]
     hidden: torch.Tensor
 
