@@ -119,6 +119,9 @@ def step_all(sessions, kept: KeptStack | None = None) -> list:
     return results
 
 
+FIRST_STEP_WAIT_S = 0.5  # how long a tick waits for the sessions of the last prefill pass to ask for step 1
+
+
 def _nothing() -> None:
     """A device call that only waits for its turn."""
 
@@ -140,11 +143,16 @@ class StepScheduler:
         self.kept = KeptStack()  # the last tick's stacked cache (device thread only)
         self.asked = asyncio.Event()  # set whenever a session asks for a step
         self.ticked_at = 0.0  # time.monotonic() when the last tick's results were handed out
+        self.in_flight = False  # a tick or prefill pass runs, or its results are not handed out yet
+        self.first_steps: set[int] = set()  # sessions of the last prefill pass, not yet in a tick
 
-    def tick_due(self) -> bool:
-        """A tick is coming: sessions wait for one, or the last tick's will ask again within max_wait_s (read from
-        the device's thread: the executor lets one other call run between two ticks, not a string of them)."""
-        return bool(self.waiting) or (bool(self.returning) and time.monotonic() - self.ticked_at < self.max_wait_s)
+    def tick_due(self, within: float | None = None) -> bool:
+        """A tick is coming: sessions wait for one, a tick or prefill pass is in flight (its sessions ask next), or
+        the last one's sessions will ask again within `within` seconds (max_wait_s unless given). Read from the
+        device's thread: the executor lets one other call run between two ticks, not a string of them, and a
+        run's checks wait while ticks come within a longer horizon."""
+        within = self.max_wait_s if within is None else within
+        return bool(self.waiting) or self.in_flight or (bool(self.returning) and time.monotonic() - self.ticked_at < within)
 
     async def step(self, session) -> dict:
         """This session's next step payload, computed in the next tick."""
@@ -165,7 +173,7 @@ class StepScheduler:
     async def _gather(self) -> None:
         """Wait, at most max_wait_s, until every session of the last tick that will ask again has asked (their
         steps are still going out on the event loop): full ticks, so no visitor's step waits a tick behind."""
-        deadline = asyncio.get_running_loop().time() + self.max_wait_s
+        deadline = asyncio.get_running_loop().time() + max(self.max_wait_s, FIRST_STEP_WAIT_S if self.first_steps else 0)
         while len(self.waiting) < self.max_batch and self.returning - {id(s) for s, _ in self.waiting}:
             self.asked.clear()
             try:
@@ -196,9 +204,11 @@ class StepScheduler:
             if joining:
                 await self._run_batch(prefill_all, joining, self.run_prefill)
                 self.prefill_passes, self.prefilled = self.prefill_passes + 1, self.prefilled + len(joining)
-            if not self.waiting:
+                self._expect(joining)
+            if not self.waiting and not self._returning_soon():
                 continue
             await self._gather()
+            self.first_steps = set()
             batch = [(s, f) for s, f in self.waiting[:self.max_batch] if not f.done()]
             del self.waiting[:self.max_batch]
             if not batch:
@@ -208,8 +218,21 @@ class StepScheduler:
             self.returning = {id(s) for (s, _), r in zip(batch, results) if isinstance(r, dict) and not r.get("stop_reason")}
             self.ticked_at = time.monotonic()
 
+    def _expect(self, joined: list[tuple[object, asyncio.Future]]) -> None:
+        """Sessions just prefilled ask for step 1 next (sampled from their prefill, no forward pass): the next tick
+        gathers them (up to FIRST_STEP_WAIT_S: their prefills are still going out) before another prefill pass
+        runs, so a class's first tokens do not wait for its latecomers' prefill."""
+        self.first_steps = {id(s) for s, f in joined if not f.cancelled() and f.exception() is None}
+        self.returning |= self.first_steps
+        self.ticked_at = time.monotonic()
+
+    def _returning_soon(self) -> bool:
+        """Some session of the last tick or prefill pass will ask for a step within max_wait_s."""
+        return bool(self.returning) and time.monotonic() - self.ticked_at < self.max_wait_s
+
     async def _run_batch(self, fn, batch: list[tuple[object, asyncio.Future]], run=None) -> list:
         """fn(sessions) on the device's thread; each future gets its session's result or exception."""
+        self.in_flight = True
         try:
             results = await (run or self.run)(partial(fn, [s for s, _ in batch]))
         except asyncio.CancelledError:
@@ -218,6 +241,8 @@ class StepScheduler:
             raise
         except Exception as exc:  # the pass itself failed: every session in it hears
             results = [exc] * len(batch)
+        finally:
+            self.ticked_at, self.in_flight = time.monotonic(), False
         for (_, future), result in zip(batch, results):
             if future.done():
                 continue

@@ -7,7 +7,7 @@ import threading
 import pytest
 import torch
 
-from explainer.services.device.executors import BACKGROUND, FIRST_TOKEN, STEP, TICK, DeviceExecutor
+from explainer.services.device.executors import BACKGROUND, CHECK, CHECK_SHARE, FIRST_TOKEN, STEP, TICK, DeviceExecutor
 from inference.engine import GenerationSession
 from inference.loading import load_model
 from inference.prompting import build_prompt
@@ -124,7 +124,7 @@ async def test_a_starts_call_before_its_first_token_does_not_wait_behind_others_
     embedding rows) runs right after the tick in flight, before them. Behind a class's checks it waited ~11 s."""
     executor = DeviceExecutor("model-first-token-test")
     due, ran, gate = threading.Event(), [], threading.Event()
-    executor.tick_due = due.is_set
+    executor.tick_due = lambda within=None: due.is_set()
     due.set()
     executor.pace.add(TICK, 1.0)
     executor.pace.add("other", 1.0)  # the others have had more than OTHER_SHARE of the ticks' time: they wait
@@ -140,3 +140,37 @@ async def test_a_starts_call_before_its_first_token_does_not_wait_behind_others_
     due.clear()  # no tick due: the checks go
     await asyncio.gather(*checks)
     assert ran == ["tick", "first token", "check 0", "check 1", "check 2", "check 3"]
+
+
+async def test_a_runs_checks_go_after_visitors_calls_and_take_a_small_share_while_ticks_are_due():
+    """CHECK calls (the causal-mask check, the weights checksum) run after every waiting visitor call; while ticks
+    are due, once they have had CHECK_SHARE of the ticks' time they wait, though an address's other calls still go."""
+    executor = DeviceExecutor("model-check-share-test")
+    due, ran = threading.Event(), []
+    executor.tick_due = lambda within=None: due.is_set()
+
+    def call(name, priority, owner):
+        return asyncio.wrap_future(executor.submit_at(priority, lambda: ran.append(name), owner))
+
+    def busy():  # the device busy while the queue fills
+        gate = threading.Event()
+        return gate, asyncio.wrap_future(executor.submit_at(STEP, gate.wait, TICK))
+    gate, blocked = busy()
+    first = [call("check 0", CHECK, "10.0.0.7"), call("chunk 0", STEP, "10.0.0.8")]
+    gate.set()
+    await asyncio.gather(blocked, *first)
+    assert ran == ["chunk 0", "check 0"]  # no tick due: the visitor's call first, then the check
+
+    due.set()
+    executor.pace.add(TICK, 1.0)
+    executor.pace.add("check", 2 * CHECK_SHARE)  # the checks have had twice their share
+    gate, blocked = busy()
+    checks, chunk = [call(f"check {n}", CHECK, "10.0.0.7") for n in (1, 2)], call("chunk 1", STEP, "10.0.0.8")
+    gate.set()
+    await asyncio.gather(blocked, chunk)
+    assert ran[2:] == ["chunk 1"] and executor.waiting(CHECK) == 2  # the other call had no use of its share: it went
+    await call("tick", STEP, TICK)
+    assert ran[3:] == ["tick"] and executor.waiting(CHECK) == 2  # the checks still wait, ticks go
+    due.clear()  # no tick due: the checks go
+    await asyncio.gather(*checks)
+    assert ran[4:] == ["check 1", "check 2"]

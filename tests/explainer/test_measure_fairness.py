@@ -6,7 +6,7 @@ import time
 import pytest
 
 from explainer.services.device import measurements
-from explainer.services.device.executors import BACKGROUND, STEP, DeviceExecutor
+from explainer.services.device.executors import BACKGROUND, CHECK, STEP, DeviceExecutor
 from tests.support import connect, until
 
 pytestmark = pytest.mark.usefixtures("stories_model")  # tests/explainer/conftest.py
@@ -25,6 +25,28 @@ def test_a_waiting_visitor_step_runs_before_a_waiting_measurement():
     for future in [busy, background, *steps]:
         future.result(timeout=10)
     assert order == ["step 0", "step 1", "step 2", "measure"]
+
+
+def test_a_runs_check_goes_between_a_measurements_slices_after_the_waiting_steps():
+    """A run's check (CHECK) does not wait for a whole measurement: it runs at the measurement's next slice, after
+    the visitors' calls waiting then (the visitor's `done` waits for its check)."""
+    device = DeviceExecutor("model-test")
+    queued, order = threading.Event(), []
+
+    def measurement():  # two forward passes; the calls below are queued while the first one runs
+        queued.wait(30)
+        order.append("pass 1")
+        device.run_waiting_steps()  # what slices() runs before each forward pass
+        order.append("pass 2")
+    background = device.submit_at(BACKGROUND, measurement)
+    while not background.running():
+        time.sleep(0.001)
+    check = device.submit_at(CHECK, lambda: order.append("check"), "10.0.0.7")
+    step = device.submit_at(STEP, lambda: order.append("step"), "10.0.0.8")
+    queued.set()
+    for future in (background, check, step):
+        future.result(timeout=10)
+    assert order == ["pass 1", "step", "check", "pass 2"]
 
 
 def test_an_exception_reaches_the_caller_and_the_thread_goes_on():

@@ -159,3 +159,37 @@ async def test_a_tick_waits_for_the_sessions_of_the_last_tick_and_a_lone_session
     lone.prefill()
     for _ in range(3):  # the last tick's only session has asked: nothing to wait for (an hour, else)
         assert (await alone.step(lone))["batch_size"] == 1
+
+
+async def test_sessions_just_prefilled_sample_their_first_token_before_the_next_prefill_pass(stories):
+    """A class arriving over two prefill passes: the first pass's sessions get step 1 (sampled from their prefill)
+    in a tick before the latecomers' pass runs, not after it."""
+    loop, log, late = asyncio.get_running_loop(), [], []
+
+    def made(ids):
+        return GenerationSession(stories, build_prompt(stories.tokenizer, input_ids=ids),
+                                 SamplingParams(max_new_tokens=2, temperature=0.0))
+    early, latecomer = [made(ids) for ids in PROMPTS[:2]], made(PROMPTS[2])
+    names = {id(s): n for n, s in enumerate(early + [latecomer])}
+
+    async def run(fn):
+        inner = getattr(fn, "func", fn)
+        kind = getattr(inner, "func", inner).__name__  # prefill_all, step_all (a partial of its own) or _nothing
+        if kind == "_nothing":  # the scheduler only waits for the device's turn
+            return fn()
+        if kind == "prefill_all" and not late:  # the latecomer asks while the first pass runs
+            late.append(asyncio.create_task(visit(latecomer)))
+            await asyncio.sleep(0)
+        result = await loop.run_in_executor(None, fn)
+        log.append((kind, sorted(names[id(s)] for s in fn.args[0])))
+        return result
+    scheduler = StepScheduler(run, max_batch=8, max_wait_s=3600)  # waits on who will ask, never on the clock
+
+    async def visit(s):
+        await scheduler.prefill(s)
+        return [await scheduler.step(s) for _ in range(2)]
+    steps = await asyncio.wait_for(asyncio.gather(*(visit(s) for s in early)), 120)
+    steps.append(await asyncio.wait_for(late[0], 120))
+    assert [[p["step"] for p in mine] for mine in steps] == [[1, 2]] * 3
+    assert log == [("prefill_all", [0, 1]), ("step_all", [0, 1]), ("prefill_all", [2]),
+                   ("step_all", [0, 1, 2]), ("step_all", [2])]

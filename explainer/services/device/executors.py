@@ -1,12 +1,14 @@
 """One model thread per device: model calls run off the event loop, one at a time per device, visitors'
-work before background work (measurements), and background work in slices: between two of its forward
-passes it runs every visitor call that is waiting (slices()).
+work before their runs' checks, both before background work (measurements), and background work in slices:
+between two of its forward passes it runs every visitor call that is waiting (slices()).
 
 Among visitors' calls, the decode tick (every decoding visitor's next step, inference/scheduler.py) goes first.
 While ticks are due, the other calls (prefill chunks, forks, checks) get at most OTHER_SHARE of the device's
 recent time and each is cut to about one tick's time (chunk_tokens), so a decoding visitor waits at most about
 one tick for them. They carry their client address as `owner`: the address that used the least device time
-recently (decayed) goes next, so one address's flood waits behind the others.
+recently (decayed) goes next, so one address's flood waits behind the others. A run's checks (CHECK: the
+causal-mask check, the weights checksum) run only when no visitor's call waits and, while ticks are due, take at
+most CHECK_SHARE of the time: a class's checks come between its decode ticks instead of slowing every token.
 """
 import asyncio
 import contextlib
@@ -23,17 +25,20 @@ from django.conf import settings
 
 from inference.scheduler import StepScheduler
 
-STEP, BACKGROUND = 0, 1  # priorities: lower runs first; equal ones in the order they came
+STEP, CHECK, BACKGROUND = 0, 1, 2  # priorities: lower runs first; equal ones in the order they came
 QUIET_S = 0.05  # background work starts only once visitors' work has paused this long (not in a gap between ticks)
 TICK = "tick"  # the owner of decode ticks: every decoding visitor's step in one call
 JOINING = "joining"  # the owner of the scheduler's batched prefills: the ticker waits on them, so they never wait for a tick
-# The owner of a start's own short calls between its prefill and its first token (copying the prompt's embedding rows
-# for the after-run check, a millisecond): behind the other calls they held a class's late joiners ~11 s from step 1.
+# The owner of a start's own short calls before its first token (copying the prompt's embedding rows for the after-run
+# check, a millisecond): behind the other calls they held a class's late joiners ~11 s from step 1.
 FIRST_TOKEN = "first-token"
 UNPACED = (TICK, JOINING, FIRST_TOKEN)  # owners whose calls never wait for a tick's turn
 USAGE_HALF_LIFE_S = 10.0  # an address's recent device time halves in this long
 PACE_HALF_LIFE_S = 2.0  # the recent tick and other time that OTHER_SHARE compares
 OTHER_SHARE = 0.5  # while ticks are due, other calls take at most this much of the time ticks take
+CHECK_SHARE = 0.15  # ...and checks this much (a lone visitor's check still lands within its first ~20 steps)
+CHECK_HORIZON_S = 1.0  # checks yield to ticks whose sessions will ask within this long (a class's sends take a while)
+SHARES = {STEP: ("other", OTHER_SHARE), CHECK: ("check", CHECK_SHARE)}  # priority -> its pace's name and share
 MIN_CHUNK_TOKENS = 8
 
 _lock = threading.Lock()
@@ -49,9 +54,9 @@ class DeviceExecutor(Executor):
         self.usage = DecayedUsage(USAGE_HALF_LIFE_S)  # owner -> recent device seconds
         self.pace = DecayedUsage(PACE_HALF_LIFE_S)  # TICK and "other" -> recent device seconds
         self.tick_s = self.token_s = None  # one tick's and one prefill token's recent time (decayed means)
-        self.tick_due = lambda: False  # set by the device's scheduler: a tick's sessions will ask again soon
+        self.tick_due = lambda within=None: False  # set by the device's scheduler: a tick's sessions will ask again soon
         self._order = itertools.count()
-        self._step_ended = 0.0  # when the last visitor (STEP) call finished
+        self._step_ended = 0.0  # when the last visitor call (STEP or CHECK) finished
         self._slicing = False  # background work is running visitor calls between its forward passes
         self.between_slices = 0  # visitor calls run inside background work (figures and tests)
         self._thread = threading.Thread(target=self._work, name=name, daemon=True)
@@ -86,9 +91,10 @@ class DeviceExecutor(Executor):
             while True:
                 now = time.monotonic()
                 wait = None
-                if self._queue and self._queue[0][0] == STEP:
-                    index = self._fairest_step()
-                    if self._queue[index][4][0] in UNPACED or not self._ticks_first():
+                if self._queue and self._queue[0][0] in SHARES:
+                    priority = self._queue[0][0]
+                    index = self._fairest(priority)
+                    if self._queue[index][4][0] in UNPACED or not self._ticks_first(priority):
                         return self._pop(index)
                     wait = 0.005  # the tick is due: look again when it comes (submit notifies) or soon
                 elif self._queue and now - self._step_ended >= QUIET_S:
@@ -97,17 +103,18 @@ class DeviceExecutor(Executor):
                     wait = QUIET_S - (now - self._step_ended)
                 self._cv.wait(wait)
 
-    def _ticks_first(self) -> bool:
-        """A tick is due and the other calls have had their share of the recent time: they wait for it."""
-        if not self.tick_due():
+    def _ticks_first(self, priority: int = STEP) -> bool:
+        """A tick is due (for checks: within CHECK_HORIZON_S) and the calls of this priority have had their share of
+        the recent time: they wait for it."""
+        if not self.tick_due(CHECK_HORIZON_S if priority == CHECK else None):
             return False
-        pace = self.pace.now()
-        return pace.get("other", 0.0) > OTHER_SHARE * pace.get(TICK, 0.0)
+        pace, (name, share) = self.pace.now(), SHARES[priority]
+        return pace.get(name, 0.0) > share * pace.get(TICK, 0.0)
 
-    def _fairest_step(self) -> int:
-        """Index of the next visitor call: a tick first, then a batched prefill or a start's call before its first
-        token, else the earliest call of the owner with least recent use."""
-        steps = [(n, item) for n, item in enumerate(self._queue) if item[0] == STEP]
+    def _fairest(self, priority: int = STEP) -> int:
+        """Index of the next call of this priority: a tick first, then a batched prefill or a start's call before
+        its first token, else the earliest call of the owner with least recent use."""
+        steps = [(n, item) for n, item in enumerate(self._queue) if item[0] == priority]
         for owners in ((TICK,), UNPACED):
             if first := [(item[1], n) for n, item in steps if item[4][0] in owners]:
                 return min(first)[1]
@@ -135,14 +142,15 @@ class DeviceExecutor(Executor):
         except BaseException as exc:  # handed to the awaiting coroutine, as ThreadPoolExecutor does
             future.set_exception(exc)
         ended = time.monotonic()
-        if priority == STEP:
+        if priority in SHARES:
             self._step_ended = ended
-            self._paced(meta, ended - started)
+            self._paced(meta, ended - started, priority)
 
-    def _paced(self, meta: tuple, seconds: float) -> None:
-        """Count a visitor call's time: its owner's use, the ticks' or others' share, the pace of ticks and tokens."""
+    def _paced(self, meta: tuple, seconds: float, priority: int = STEP) -> None:
+        """Count a visitor call's time: its owner's use, the ticks', others' or checks' share, the pace of ticks
+        and tokens."""
         owner, tokens = meta
-        self.pace.add(TICK if owner == TICK else "other", seconds)
+        self.pace.add(TICK if owner == TICK else SHARES[priority][0], seconds)
         if owner == TICK:
             self.tick_s = seconds if self.tick_s is None else 0.8 * self.tick_s + 0.2 * seconds
         elif owner not in (None, JOINING, FIRST_TOKEN):
@@ -153,7 +161,8 @@ class DeviceExecutor(Executor):
 
     def run_waiting_steps(self) -> int:
         """From background work on this executor's thread, between two of its forward passes: run every
-        visitor call waiting now (and those they queue meanwhile), then let the background work go on."""
+        visitor call waiting now (and those they queue meanwhile) and the checks whose turn it is, then let the
+        background work go on."""
         if threading.current_thread() is not self._thread or self._slicing:
             return 0  # a visitor call's own forward passes, or another thread: nothing to interleave
         self._slicing, ran = True, 0
@@ -161,10 +170,11 @@ class DeviceExecutor(Executor):
             with torch.inference_mode(False), torch.no_grad():  # visitors' tensors stay ordinary tensors
                 while True:
                     with self._cv:
-                        if not self._queue or self._queue[0][0] != STEP:
+                        priority = self._queue[0][0] if self._queue else BACKGROUND
+                        if priority not in SHARES or (priority == CHECK and self._ticks_first(CHECK)):
                             return ran
-                        _, future, fn, meta = self._pop(self._fairest_step())
-                    self._run(STEP, future, fn, meta)
+                        _, future, fn, meta = self._pop(self._fairest(priority))
+                    self._run(priority, future, fn, meta)
                     ran += 1
                     self.between_slices += 1
         finally:

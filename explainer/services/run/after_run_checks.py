@@ -8,7 +8,7 @@ from functools import partial
 
 import torch
 
-from explainer.services.device.executors import run_on
+from explainer.services.device.executors import CHECK, run_on
 from inference import article_checks
 from inference.capture_records import piece
 from inference.wire.builders import check_payload as check_message
@@ -31,14 +31,14 @@ def causal_mask(session) -> dict:
 
 
 async def causal_mask_on(device: str, session, owner=None) -> dict:
-    """causal_mask with each of its device calls queued on the device for `owner` (other visitors' steps run
-    between them)."""
+    """causal_mask with each of its device calls queued on the device as a CHECK for `owner` (visitors' calls go
+    first, and while ticks are due the checks take a small share of the time)."""
     calls = causal_calls(session)
     try:
         call = next(calls)
         while True:
             tokens = call.tokens if isinstance(call, Chunk) else 0
-            call = calls.send(await run_on(device, call, owner=owner, tokens=tokens))
+            call = calls.send(await run_on(device, call, priority=CHECK, owner=owner, tokens=tokens))
     except StopIteration as done:
         return done.value
 
@@ -165,13 +165,13 @@ async def weights_after_run(device: str, model) -> dict:
 
 async def _checksum_in_slices(device: str, model, waiting: dict) -> None:
     try:
-        await run_on(device, lambda: None)  # the device's turn comes (after the tick in flight): runs finishing until then join
+        await run_on(device, lambda: None, priority=CHECK)  # the checks' turn comes (after the tick in flight): runs finishing until then join
     finally:
         future = waiting.pop(device)  # it begins: a run finishing from here on waits for the next one
     try:
         sums = []
         for group in article_checks.parameter_slices(model, SLICE_ELEMENTS):
-            sums += await run_on(device, article_checks.parameter_sums, group)
+            sums += await run_on(device, article_checks.parameter_sums, group, priority=CHECK)
         future.set_result(article_checks.checksum_of(sums, sum(p.numel() for p in model.parameters())))
     except Exception as exc:  # noqa: BLE001 - every run waiting on it hears
         future.set_exception(exc)

@@ -153,11 +153,12 @@ class Opening(InLine):
         try:
             await self.send(self.session.session_payload())
             await self.send(self._prefilling())
+            # Before the prefill, so that nothing stands between it and step 1 (which a tick samples from it)
+            self.rows_before = await run_on(self.device, after_run_checks.embedding_rows, self.session, owner=FIRST_TOKEN)
             prefill = await self._prefill()
             if prefill is None:
                 return False
             await self.send(prefill)
-            self.rows_before = await run_on(self.device, after_run_checks.embedding_rows, self.session, owner=FIRST_TOKEN)
             if self.control.state != STOPPING:  # off the first token's path: decode ticks run between its calls
                 self.checking = asyncio.create_task(self._causal_check(self.session))
                 await self._open_b()  # compare mode: run B's session and prefill
