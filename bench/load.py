@@ -374,7 +374,7 @@ def main(argv=None) -> int:
         results = {mode: asyncio.run(bench(Servers(args, Path(tmp), mode), args, baseline)) for mode in modes}
     result = {**results[modes[0]], "prefix_cache": modes[0]}
     if len(modes) == 2:
-        result["prefix_cache_off"] = {k: results["off"][k] for k in ("runs", "targets")}
+        result["prefix_cache_off"] = {k: results["off"][k] for k in ("runs", "targets", "serving_targets")}
     if args.json:
         print(json.dumps(result))
         return 0

@@ -147,12 +147,13 @@ class StepScheduler:
         self.first_steps: set[int] = set()  # sessions of the last prefill pass, not yet in a tick
 
     def tick_due(self, within: float | None = None) -> bool:
-        """A tick is coming: sessions wait for one, a tick or prefill pass is in flight (its sessions ask next), or
-        the last one's sessions will ask again within `within` seconds (max_wait_s unless given). Read from the
-        device's thread: the executor lets one other call run between two ticks, not a string of them, and a
-        run's checks wait while ticks come within a longer horizon."""
+        """A tick is coming: sessions wait for one or for a prefill pass, a tick or prefill pass is in flight (its
+        sessions ask next), or the last one's sessions will ask again within `within` seconds (max_wait_s unless
+        given). Read from the device's thread: the executor lets one other call run between two ticks, not a string
+        of them, and a run's checks wait while ticks come within a longer horizon."""
         within = self.max_wait_s if within is None else within
-        return bool(self.waiting) or self.in_flight or (bool(self.returning) and time.monotonic() - self.ticked_at < within)
+        return (bool(self.waiting) or bool(self.prefilling) or self.in_flight
+                or (bool(self.returning) and time.monotonic() - self.ticked_at < within))
 
     async def step(self, session) -> dict:
         """This session's next step payload, computed in the next tick."""
