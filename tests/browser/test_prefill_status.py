@@ -100,3 +100,42 @@ def test_on_a_phone_enter_brings_the_status_and_the_reply_into_view(browser, sit
         expect(page.locator(BANNER)).to_have_text(FINISHED, timeout=60_000)
     finally:
         context.close()
+
+
+def test_after_the_last_step_the_status_says_the_reply_is_complete_until_done(page, site_url):
+    """The last step comes with its stop reason; `done` follows once the run's causal-mask check is out, which in a
+    class waits for everyone's tokens. Meanwhile the status says the reply is complete, not "Generating…". The
+    server's frames after the last step are held here while the test reads the page, so nothing races the model."""
+    relay = {"ws": None, "held": [], "last": None, "release": False}
+
+    def route(ws):
+        server = ws.connect_to_server()
+        relay["ws"] = ws
+
+        def from_server(message):
+            if relay["last"] is not None and not relay["release"]:
+                relay["held"].append(message)  # check, done, the closing checks and status: after the reading
+                return
+            ws.send(message)
+            data = json.loads(message)
+            if data.get("type") == "step" and data.get("stop_reason"):
+                relay["last"] = data
+
+        server.on_message(from_server)
+
+    page.route_web_socket(SESSION, route)
+    box = open_article(page, site_url, "Why do moles dig?", max_new_tokens=4)
+    box.press("Enter")
+    banner = page.locator(BANNER)
+    expect(banner).to_have_text(re.compile(r"^The reply is complete \(.+\) after \d+ steps?; the server is finishing the run's checks…$"),
+                                timeout=60_000)
+    last = relay["last"]
+    assert banner.inner_text() == (f"The reply is complete ({last['stop_reason']}) after {last['step']} "
+                                   f"step{'s' if last['step'] != 1 else ''}; the server is finishing the run's checks…")
+    relay["release"] = True
+    for message in relay["held"]:
+        relay["ws"].send(message)
+    relay["held"].clear()
+    expect(banner).to_have_text(FINISHED, timeout=60_000)
+    assert FINISHED.search(banner.inner_text()).groups() == (last["stop_reason"], str(last["step"]))
+    assert not page.errors, page.errors

@@ -36,6 +36,13 @@ def test_two_visitors_run_without_errors():
     assert report["targets"]["at_visitors"] == 2 and set(report["targets"]["met"]) == {
         "errors", "tokens_per_s_vs_1", "itl_p95_over_p50"}
     assert report["targets"]["met"]["errors"] is True
+    serving = report["serving_targets"]  # issue 24's, judged at the largest batch against this run's own figures
+    assert serving["at_visitors"] == 2 and serving["got"] == {
+        "ttft_p50_ms": two["ttft_p50_ms"], "tokens_per_s_vs_1": two["tokens_per_s_vs_1"],
+        "tokens_per_s_vs_generate": two["tokens_per_s_vs_generate"]}
+    assert serving["met"]["ttft_p50_ms"] == (two["ttft_p50_ms"] <= 1000)
+    assert serving["met"]["tokens_per_s_vs_1"] == (two["tokens_per_s_vs_1"] >= 8)
+    assert report["prefix_cache_off"]["serving_targets"]["got"]["ttft_p50_ms"] == report["prefix_cache_off"]["runs"][1]["ttft_p50_ms"]
     # Plain generate on the same weights, measured in the same run: the visitors asked different questions, and
     # each one's greedy tokens equal generate's for its question.
     plain = report["plain_generate"]
