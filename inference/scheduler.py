@@ -172,8 +172,9 @@ class StepScheduler:
         return await future
 
     async def _gather(self) -> None:
-        """Wait, at most max_wait_s, until every session of the last tick that will ask again has asked (their
-        steps are still going out on the event loop): full ticks, so no visitor's step waits a tick behind."""
+        """Wait, at most max_wait_s (FIRST_STEP_WAIT_S after a prefill pass), until every session of the last tick or
+        pass that will ask again has asked (their payloads are still going out on the event loop): full ticks, so no
+        visitor's step waits a tick behind."""
         deadline = asyncio.get_running_loop().time() + max(self.max_wait_s, FIRST_STEP_WAIT_S if self.first_steps else 0)
         while len(self.waiting) < self.max_batch and self.returning - {id(s) for s, _ in self.waiting}:
             self.asked.clear()

@@ -52,7 +52,7 @@ class DeviceExecutor(Executor):
         self._cv = threading.Condition()
         self._queue: list[tuple[int, int, Future, object, object]] = []  # (priority, order, future, fn, owner)
         self.usage = DecayedUsage(USAGE_HALF_LIFE_S)  # owner -> recent device seconds
-        self.pace = DecayedUsage(PACE_HALF_LIFE_S)  # TICK and "other" -> recent device seconds
+        self.pace = DecayedUsage(PACE_HALF_LIFE_S)  # TICK, "other" and "check" -> recent device seconds
         self.tick_s = self.token_s = None  # one tick's and one prefill token's recent time (decayed means)
         self.tick_due = lambda within=None: False  # set by the device's scheduler: a tick's sessions will ask again soon
         self._order = itertools.count()
