@@ -190,7 +190,8 @@ function resultView() {
   const box = el("div", { class: "quiz-words", role: "status" });
   for (const w of words) box.append(el("p", {}, w));
   const next = el("button", { type: "button", id: "guess-next", class: "primary" }, gettext("Next token"));
-  next.disabled = Boolean(state.done) || (guess.replay && guess.replay.at >= guess.replay.replay.steps);
+  // The step that ends the reply says so (stop_reason); `done` may come seconds later, after the run's checks
+  next.disabled = Boolean(state.done) || Boolean(outcome.source?.stop_reason) || (guess.replay && guess.replay.at >= guess.replay.replay.steps);
   if (next.disabled) next.textContent = gettext("The reply has ended");
   next.addEventListener("click", askNext);
   return [el("h2", { id: "guess-title" }, fill(gettext("Step %(step)s: the model's answer"), { step: outcome.step })), box, scoreLine(),
