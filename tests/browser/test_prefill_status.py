@@ -129,6 +129,8 @@ def test_after_the_last_step_the_status_says_the_reply_is_complete_until_done(pa
     banner = page.locator(BANNER)
     expect(banner).to_have_text(re.compile(r"^The reply is complete \(.+\) after \d+ steps?; the server is finishing the run's checks…$"),
                                 timeout=60_000)
+    expect(page.locator("#btn-stop")).to_be_disabled()  # nothing left to stop or pause: the server would refuse
+    expect(page.locator("#btn-pause")).to_be_disabled()
     last = relay["last"]
     assert banner.inner_text() == (f"The reply is complete ({last['stop_reason']}) after {last['step']} "
                                    f"step{'s' if last['step'] != 1 else ''}; the server is finishing the run's checks…")
