@@ -66,3 +66,23 @@ def test_a_slow_first_load_does_not_hold_the_page(client, stories, monkeypatch):
     release.set()
     model_registry.get_model()
     assert "<th scope=\"row\">layers</th><td>5</td>" in client.get("/").content.decode()
+
+
+def test_the_run_buttons_are_disabled_until_the_script_wires_them(client, stories):
+    """Before the page's script runs (it enables each when the socket is open), Play would submit the form as a page
+    load and the others would drop the click: a learner who clicks early, or a test that waits for Play, meets them."""
+    from html.parser import HTMLParser
+
+    class RunBar(HTMLParser):
+        def __init__(self):
+            super().__init__()
+            self.controls = {}
+
+        def handle_starttag(self, tag, attrs):
+            attrs = dict(attrs)
+            if attrs.get("id") in {"btn-play", "btn-compare", "btn-pause", "btn-step", "btn-resume", "btn-stop", "guess-mode"}:
+                self.controls[attrs["id"]] = "disabled" in attrs
+
+    bar = RunBar()
+    bar.feed(client.get("/").content.decode())
+    assert bar.controls == dict.fromkeys(["btn-play", "btn-compare", "btn-pause", "btn-step", "btn-resume", "btn-stop", "guess-mode"], True)

@@ -37,8 +37,8 @@ function bannerText() {
   if (phase === "stopping") return { kind: "info", text: stoppingText(n) };
   if (page.mode === "example") return { kind: "info", text: gettext("Showing a recorded example. Press play to run the model on your prompt.") };
   if (phase === "held") return { kind: "info", text: fill(gettext("Waiting for this page to catch up (ack) after step %(step)s."), { step: n }) };
-  if (phase === "running" && !pair.active && replyEnded()) return { kind: "info", text: finishingText(state.steps.at(-1)) };
-  if (phase === "running") return { kind: "info", text: n && state.prefill ? generatingText(n) : firstTokenText() };
+  if (phase === "finishing" && !guessPending()) return { kind: "info", text: finishingText(state.steps.at(-1)) };
+  if (phase === "running" || phase === "finishing") return { kind: "info", text: n && state.prefill ? generatingText(n) : firstTokenText() };
   if (phase === "paused" && guessing() && !state.done) {
     return { kind: "info", text: guess.question ? fill(gettext("Step %(step)s is computed: pick your guess below to see it."), { step: n + 1 })
       : fill(gettext("Paused after step %(step)s: press Next token for the next guess."), { step: n }) };
@@ -82,13 +82,9 @@ function ordinal(n) {
 }
 
 const generatingText = (n) => fill(gettext("Generating… step %(step)s"), { step: n });
-// The last step came with its stop reason; `done` follows once the run's causal-mask check is out (in a class the
-// checks wait for everyone's tokens, so this can last seconds).
-/** The last step came with its stop reason, and (guessing) its guess is revealed: the reply is complete, `done` not in yet. */
-const replyEnded = () => {
-  const last = state.steps.at(-1);
-  return Boolean(last?.stop_reason) && (!guessing() || guess.result?.outcome.step === last.step);
-};
+/** Guess mode: the last step's token is not revealed yet, so the reply is not complete on the page. */
+const guessPending = () => guessing() && guess.result?.outcome.step !== state.steps.at(-1)?.step;
+// `done` follows once the run's checks are out (in a class the checks wait for everyone's tokens: seconds).
 const finishingText = (last) => fill(ngettext("The reply is complete (%(reason)s) after %(n)s step; the server is finishing the run's checks…",
   "The reply is complete (%(reason)s) after %(n)s steps; the server is finishing the run's checks…", last.step), { reason: last.stop_reason, n: grouped(last.step) });
 

@@ -66,13 +66,12 @@ export function renderButtons() {
   const online = page.connection.state === "open";
   const driven = online && !workshop.following; // the host drives a followed run
   $("#btn-play").disabled = !online || !document.querySelector("#messages .message");
-  $("#btn-play").textContent = LIVE.has(phase) || phase === "stopping" ? gettext("Restart") : gettext("Play");
-  // The step that ends the reply says so: the server is only finishing the run's checks, nothing left to pause or stop
-  const ended = phase === "running" && !pair.active && Boolean(state.steps.at(-1)?.stop_reason);
-  $("#btn-pause").disabled = !driven || ended || (phase !== "prefilling" && phase !== "running" && phase !== "held");
+  const restarts = LIVE.has(phase) || phase === "stopping" || phase === "finishing";
+  $("#btn-play").textContent = restarts ? gettext("Restart") : gettext("Play");
+  $("#btn-pause").disabled = !driven || (phase !== "prefilling" && phase !== "running" && phase !== "held");
   $("#btn-resume").disabled = !driven || phase !== "paused";
   $("#btn-step").disabled = !driven || (phase !== "paused" && phase !== "idle") || page.stepAsked;
-  $("#btn-stop").disabled = !driven || ended || !LIVE.has(phase);
+  $("#btn-stop").disabled = !driven || !LIVE.has(phase);
   if (!workshop.ownRunsAllowed) $("#btn-play").disabled = true; // the workshop host turned own runs off
   if (guessing()) { // the learner's picks move the run on, one step each
     for (const id of ["#btn-resume", "#btn-step"]) $(id).disabled = true;

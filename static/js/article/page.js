@@ -43,7 +43,10 @@ export function replaying() {
 
 export const LIVE = new Set(["queued", "prefilling", "running", "paused", "held"]); // a stop is accepted in each
 
-/** What the run is doing, as the server last said: idle, loading, queued, prefilling, running, paused, held, stopping. */
+/**
+ * What the run is doing, as the server last said: idle, loading, queued, prefilling, running, paused, held, stopping,
+ * or finishing (the reply has ended, `done` not in yet: the server is finishing the run's checks and takes no pause or stop).
+ */
 export function runPhase() {
   if (page.starting && state.status?.state === "loading") return "loading"; // the model loads before the prefill
   if (page.starting && state.status?.state === "queued") return page.stopping ? "stopping" : "queued"; // every slot taken: in line
@@ -52,10 +55,14 @@ export function runPhase() {
   if (state.done && !pair.bGoing) return "idle"; // `done` is the run's last word (a fork clears it); run B may go on alone
   if (page.stopping) return "stopping";
   const s = state.status?.run_state || state.status?.state;
+  if (s === "running" && replyEnded()) return "finishing";
   if (s === "running" || s === "paused" || s === "held" || s === "loading" || s === "prefilling") return s;
-  if (state.prefill && s !== "finished") return "running";
+  if (state.prefill && s !== "finished") return replyEnded() ? "finishing" : "running";
   return "idle";
 }
+
+// The step that ends the reply carries its stop reason; `done` follows the run's checks (compare mode: run B may go on).
+const replyEnded = () => !pair.active && Boolean(state.steps.at(-1)?.stop_reason);
 
 const listeners = [];
 
