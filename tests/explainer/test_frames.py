@@ -164,7 +164,10 @@ async def test_every_prompt_length_starts_and_finishes_under_daphnes_cap(model, 
     spec = "bundled" if model == "bundled" else str(request.getfixturevalue("smollm2_shaped"))
     tokenizer = AutoTokenizer.from_pretrained(resolve_spec(spec)[1])
     cap = int(daphne_flag("--websocket-max-message-size"))
-    server = await asyncio.to_thread(start_daphne, tmp_path, spec, {"EXPLAINER_MAX_PROMPT_TOKENS": str(PROMPT_CAP)})
+    # A probe is a start and an ack; the bundled model answers 2 tokens in a few ms, so the probes outrun the
+    # per-socket rate limit (20 a second: test_limits.py tests it) and a start would be refused as rate_limited: off.
+    limits = {"EXPLAINER_MAX_PROMPT_TOKENS": str(PROMPT_CAP), "EXPLAINER_RATE_PER_S": "0"}
+    server = await asyncio.to_thread(start_daphne, tmp_path, spec, limits)
     largest = {"prefill": 0, "step": 0, "detail": 0}
     prefill_frames: dict[int, int] = {}  # prompt tokens -> frames of its prefill message
     started = time.perf_counter()
