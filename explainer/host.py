@@ -81,7 +81,8 @@ def host_only(view):
 def present_page(request):
     """The projector view: the article in large type, following the broadcast (the host's session only)."""
     status = model_registry.page_status()
-    return render(request, "index.html", {"model": status, "present": True}, status=200 if status["ok"] else 503)
+    return render(request, "index.html", {"model": status, "present": True, "workshop_on": policy.enabled()},
+                  status=200 if status["ok"] else 503)
 
 
 def _class_urls() -> list[dict]:

@@ -13,6 +13,7 @@ from explainer.services.device import model_registry
 from explainer.services import recordings, slices
 from explainer.services.admission import limits
 from explainer.services.admission.capacity import generating
+from explainer.services.workshop import policy as workshop_policy
 from explainer.words import in_language
 from inference.wire.said import said
 
@@ -27,8 +28,8 @@ def _said_json(data, status: int = 200) -> JsonResponse:
 def index(request):
     """The article page; a model that cannot load gives a 503 page that says why."""
     status = translated_status(model_registry.page_status())
-    return render(request, "index.html", {"model": status, "compare_models": settings.EXPLAINER_COMPARE_MODELS},
-                  status=200 if status["ok"] else 503)
+    context = {"model": status, "compare_models": settings.EXPLAINER_COMPARE_MODELS, "workshop_on": workshop_policy.enabled()}
+    return render(request, "index.html", context, status=200 if status["ok"] else 503)
 
 
 def model_progress(request):

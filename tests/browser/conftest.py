@@ -107,3 +107,6 @@ def pytest_runtest_makereport(item, call):
     report = outcome.get_result()
     if report.when == "call" and report.failed:
         item.failed = True
+        errors = getattr(item.funcargs.get("page"), "errors", None)
+        if errors:  # the page's own uncaught errors: a failed wait often starts with one
+            report.sections.append(("page errors", "\n".join(errors)))

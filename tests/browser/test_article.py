@@ -102,3 +102,26 @@ def test_phone_width_has_no_horizontal_scroll(browser, site_url):
     width = page.evaluate("document.documentElement.scrollWidth")
     context.close()
     assert width <= 400
+
+
+def test_the_run_controls_stay_put_once_play_is_enabled(page, site_url):
+    """What comes after the socket opens (the workshop banner, the prompt's token count, the example picker) is drawn
+    in space kept for it: the run bar does not move under a pointer about to press Compare, Step or Play."""
+    page.add_init_script("""
+        window.__runBarY = [];
+        const watch = () => {
+            const button = document.querySelector("#btn-compare");
+            if (button && !document.querySelector("#btn-play")?.disabled) window.__runBarY.push(button.getBoundingClientRect().y);
+            requestAnimationFrame(watch);
+        };
+        requestAnimationFrame(watch);
+    """)
+    page.goto(site_url + "/")
+    expect(page.locator("#btn-play")).to_be_enabled(timeout=30_000)
+    expect(page.locator("#workshop-banner button")).to_be_enabled()  # the socket's first message, drawn by the script
+    expect(page.locator("#example-bar")).to_have_attribute("data-example", "biopsy")  # the first paint's example
+    expect(page.locator("#token-count")).to_have_attribute("aria-busy", "false")
+    expect(page.locator("#token-count")).to_contain_text("tokens")
+    page.evaluate("() => new Promise((done) => requestAnimationFrame(() => requestAnimationFrame(done)))")
+    ys = page.evaluate("window.__runBarY")
+    assert ys and max(ys) - min(ys) <= 1, f"the run bar moved by {max(ys) - min(ys):.1f} px after Play was enabled: {sorted(set(round(y) for y in ys))}"

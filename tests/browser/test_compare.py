@@ -12,6 +12,23 @@ from tests.browser.test_controls import hold_off_eos
 PROMPT = "Why is the sky blue?"
 
 
+def open_compare(page) -> None:
+    """Press "Compare with…" and wait for run B's column; a failure says what the button was at that moment."""
+    button = page.locator("#btn-compare")
+    button.click()
+    try:
+        expect(button).to_have_attribute("aria-expanded", "true")
+    except AssertionError as err:
+        seen = page.evaluate("""() => {
+            const b = document.querySelector("#btn-compare"), r = b.getBoundingClientRect();
+            const at = document.elementFromPoint(r.x + r.width / 2, r.y + r.height / 2);
+            return {disabled: b.disabled, expanded: b.getAttribute("aria-expanded"), rect: [r.x, r.y, r.width, r.height],
+                    at: at && (at.id || at.tagName), status: document.querySelector("#status-banner")?.textContent};
+        }""")
+        raise AssertionError(f"the compare column did not open: {seen}; page errors {page.errors}") from err
+    expect(page.locator("#compare-params")).to_be_visible()
+
+
 def run_compare(page, url, frames, *, temperature, seed=5, tokens=8, compare_temperature=None, weights=None):
     """Open the article, set run A, open "Compare with…", set run B, press Play; wait for the pair's end."""
     page.goto(url + "/")
@@ -21,9 +38,8 @@ def run_compare(page, url, frames, *, temperature, seed=5, tokens=8, compare_tem
     page.locator("input[name=temperature]").fill(str(temperature))
     page.locator("input[name=seed]").fill(str(seed))
     hold_off_eos(page, tokens)  # both runs take every step: no EOS before max_new_tokens
-    page.locator("#btn-compare").click()
+    open_compare(page)
     column = page.locator("#compare-params")
-    expect(column).to_be_visible()
     expect(column).to_contain_text("two of your generation slots")  # the cost, said before starting
     if compare_temperature is not None:
         page.locator("#compare-temperature").fill(str(compare_temperature))
@@ -227,7 +243,7 @@ def test_a_compare_without_two_free_slots_is_refused_in_the_banner(page, one_slo
     frames = collect_frames(page)
     page.goto(one_slot_url + "/")
     expect(page.locator("#btn-play")).to_be_enabled(timeout=30_000)
-    page.locator("#btn-compare").click()
+    open_compare(page)
     page.locator("#compare-temperature").fill("1.3")
     page.locator("#btn-play").click()
     banner = page.locator("#status-banner")
@@ -258,7 +274,7 @@ def test_a_fork_names_the_run_of_the_diagram_it_was_asked_in(page, site_url):
     page.locator("input[name=max_new_tokens]").fill("6")
     page.locator("input[name=seed]").fill("3")
     hold_off_eos(page, 6)
-    page.locator("#btn-compare").click()
+    open_compare(page)
     page.locator("#compare-temperature").fill("1.3")
     page.locator("#btn-step").click()  # from idle: the pair starts paused on the prefill
     wait_for(page, frames, lambda f: f.get("type") == "status" and f.get("state") == "paused", "paused status")

@@ -174,5 +174,8 @@ export function loadExamples(indexUrl) {
     if (byVisitor) fillForm(recording.messages, recording.params);
     return true;
   });
-  page.examples.load().catch((err) => console.warn("the example runs did not load", err));
+  page.examples.load().catch((err) => {
+    $("#example-bar").hidden = true; // drawn from the start ("Loading the recorded examples…"): none to pick from
+    console.warn("the example runs did not load", err);
+  });
 }
