@@ -73,6 +73,8 @@ def test_the_run_buttons_are_disabled_until_the_script_wires_them(client, storie
     load and the others would drop the click: a learner who clicks early, or a test that waits for Play, meets them."""
     from html.parser import HTMLParser
 
+    ids = ("btn-play", "btn-compare", "btn-pause", "btn-step", "btn-resume", "btn-stop", "guess-mode")
+
     class RunBar(HTMLParser):
         def __init__(self):
             super().__init__()
@@ -80,9 +82,9 @@ def test_the_run_buttons_are_disabled_until_the_script_wires_them(client, storie
 
         def handle_starttag(self, tag, attrs):
             attrs = dict(attrs)
-            if attrs.get("id") in {"btn-play", "btn-compare", "btn-pause", "btn-step", "btn-resume", "btn-stop", "guess-mode"}:
+            if attrs.get("id") in ids:
                 self.controls[attrs["id"]] = "disabled" in attrs
 
     bar = RunBar()
     bar.feed(client.get("/").content.decode())
-    assert bar.controls == dict.fromkeys(["btn-play", "btn-compare", "btn-pause", "btn-step", "btn-resume", "btn-stop", "guess-mode"], True)
+    assert bar.controls == dict.fromkeys(ids, True)
