@@ -40,12 +40,14 @@ node_modules/.installed: package.json package-lock.json
 	touch $@
 
 # pytest exits 5 when it collects nothing; make passes that on as a failure.
-# Two xdist workers (one per core of the 2-core machines this runs on), the longest tests first
-# (tests/conftest.py); --dist loadgroup keeps an xdist_group's tests on one worker. One torch thread per process, so
-# that two workers (and the servers they start) do not ask two cores for four threads: the tests' summed time
-# outside the axe test fell 5% (24.0 to 22.8 min; both changes together: 13:47 to 12:11 wall). Every test runs: the endurance tests (marked slow) sample their ranges where the
-# behaviour changes, and CI=true (.ci/run) runs their full ranges. PYTEST_XDIST= runs in one process.
-PYTEST_XDIST ?= -n 2 --dist loadgroup
+# Four xdist workers on the 2-core machines this runs on: much of a test's time is waiting on a server, a socket or a
+# browser, and four keep both cores busy (the whole suite alone: 12:09 with -n 2, 9:43 with -n 4; 10:06 and a lost
+# race with -n 6). The longest tests go first (tests/conftest.py); --dist loadgroup keeps an xdist_group's tests on one
+# worker (tests/conftest.py names the groups, tests/test_xdist_groups.py). One torch thread per process, so that the
+# workers (and the servers they start) do not ask two cores for eight threads. Every test runs: the endurance tests
+# (marked slow) sample their ranges where the behaviour changes, and CI=true (.ci/run) runs their full ranges.
+# PYTEST_XDIST= runs in one process.
+PYTEST_XDIST ?= -n 4 --dist loadgroup
 OMP_NUM_THREADS ?= 1
 test: venv npm
 	OMP_NUM_THREADS=$(OMP_NUM_THREADS) $(VENV)/bin/python -m pytest $(PYTEST_XDIST) $(PYTEST_ARGS)

@@ -83,7 +83,7 @@ def serve() -> tuple[subprocess.Popen, str]:
     db = Path(tempfile.mkdtemp()) / "bench.sqlite3"
     env = {**os.environ, "EXPLAINER_MODEL": os.environ.get("EXPLAINER_MODEL", "bundled"), "HF_HUB_OFFLINE": "1",
            "DATABASE_URL": f"sqlite:///{db}", "DJANGO_ALLOWED_HOSTS": "127.0.0.1,localhost"}
-    subprocess.run([sys.executable, "manage.py", "migrate", "--noinput"], cwd=ROOT, env=env, check=True,
+    subprocess.run([sys.executable, "manage.py", "migrate", "--noinput", "--skip-checks"], cwd=ROOT, env=env, check=True,
                    capture_output=True)
     proc = subprocess.Popen([sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port),
                              *makefile_daphne_limits(), "explainer.asgi:application"],

@@ -40,12 +40,40 @@ def is_browser_test(item) -> bool:
     return "tests/browser/" in item.nodeid
 
 
+# Session-scoped servers that load a model of their own (tests/browser/conftest.py): the tests that use one run on
+# one xdist worker, so that the suite starts SmolLM2's Daphne once instead of once per worker (about 8 s of CPU each).
+SHARED_SERVERS = ("smollm2_url", "one_slot_url")
+
+
+@pytest.hookimpl(wrapper=True)
 def pytest_collection_modifyitems(session, config, items):
-    """Longest first, so that under `make test` (-n 2) neither xdist worker is left finishing a long test alone:
+    """Longest first, so that under `make test` (-n 4) no xdist worker is left finishing a long test alone:
     the endurance tests (marked slow), then the browser tests, then the rest. Each worker that runs browser tests
     starts its own Daphne and Chromium (tests/browser/conftest.py): all of them on one worker took 14 of the
     suite's 26 summed minutes, longer than the rest together."""
+    for item in items:
+        shared = [name for name in SHARED_SERVERS if name in getattr(item, "fixturenames", ())]
+        if shared and not item.get_closest_marker("xdist_group"):
+            item.add_marker(pytest.mark.xdist_group(shared[0]))
     items.sort(key=lambda item: (item.get_closest_marker("slow") is None, not is_browser_test(item)))
+    result = yield  # xdist's own hook runs here: on a worker under --dist loadgroup it names each item's group
+    name_xdist_groups(config, items)
+    return result
+
+
+def name_xdist_groups(config, items) -> None:
+    """xdist 3.8 puts an item's xdist_group in its node id ("...::test@group", which the loadgroup scheduler reads)
+    by setting item._nodeid, which pytest 9 no longer reads (it keeps item._id): done here where it did not take,
+    else every group's tests spread over the workers (tests/test_xdist_groups.py)."""
+    if not getattr(config.option, "loadgroup", False):  # set on xdist's workers under --dist loadgroup only
+        return
+    from _pytest.nodeid import coerce_node_id
+
+    for item in items:
+        groups = sorted({str(m.args[0] if m.args else m.kwargs.get("name", "default")) for m in item.iter_markers("xdist_group")})
+        suffix = "@" + "_".join(groups)
+        if groups and not item.nodeid.endswith(suffix):
+            item._id = coerce_node_id(item.nodeid + suffix)
 
 
 @pytest.hookimpl(hookwrapper=True)

@@ -26,7 +26,7 @@ class Site:
         self.env = {**os.environ, "EXPLAINER_MODEL": "bundled", "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1",
                     "DJANGO_ALLOWED_HOSTS": "127.0.0.1,localhost", "EXPLAINER_HOST_PASSWORD": HOST_PASSWORD,
                     "DATABASE_URL": f"sqlite:///{tmp_path / 'db.sqlite3'}", **env}
-        subprocess.run([sys.executable, "manage.py", "migrate", "--noinput"], cwd=ROOT, env=self.env, check=True,
+        subprocess.run([sys.executable, "manage.py", "migrate", "--noinput", "--skip-checks"], cwd=ROOT, env=self.env, check=True,
                        capture_output=True)
         self.log = open(tmp_path / "daphne.log", "a")
         self.proc = None

@@ -141,6 +141,8 @@ def test_tab_reaches_the_kv_bars_and_hover_is_beside_the_bar(page, site_url):
     expect(bars.first).to_be_visible(timeout=20_000)
     # the scroll fetched the whole example, which redraws the diagrams: focus once it is in, as a reader would
     page.wait_for_selector("#example-bar[data-whole]", state="attached", timeout=30_000)
+    # its redraw comes on the next animation frame (base-element.js): a mark focused before it would be replaced
+    page.evaluate("() => new Promise((done) => requestAnimationFrame(() => requestAnimationFrame(done)))")
     kv.locator(".he-stats > div").first.focus()
     tip_beside(page, kv, kv.locator(".he-stats > div").first)
     page.keyboard.press("Tab")

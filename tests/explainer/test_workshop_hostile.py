@@ -67,7 +67,7 @@ async def test_a_send_to_a_gone_socket_is_a_close_not_an_error():
 
 def test_fast_connect_close_cycles_never_leak_the_address_count(tmp_path):
     """A real Daphne in workshop mode: 50 sockets closed right after the handshake, then the full 16 open."""
-    subprocess.run([sys.executable, "manage.py", "migrate", "--noinput"], cwd=ROOT, check=True, capture_output=True,
+    subprocess.run([sys.executable, "manage.py", "migrate", "--noinput", "--skip-checks"], cwd=ROOT, check=True, capture_output=True,
                    env={**__import__("os").environ, "DATABASE_URL": f"sqlite:///{tmp_path / 'live.sqlite3'}"})
     server = start_daphne(tmp_path, stories_spec(), env={"EXPLAINER_HOST_PASSWORD": PASSWORD,
                                                         "EXPLAINER_MAX_CONNECTIONS_PER_IP": "16"})
