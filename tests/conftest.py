@@ -67,12 +67,12 @@ def name_xdist_groups(config, items) -> None:
     else every group's tests spread over the workers (tests/test_xdist_groups.py)."""
     if not getattr(config.option, "loadgroup", False):  # set on xdist's workers under --dist loadgroup only
         return
-    from _pytest.nodeid import coerce_node_id
-
     for item in items:
         groups = sorted({str(m.args[0] if m.args else m.kwargs.get("name", "default")) for m in item.iter_markers("xdist_group")})
         suffix = "@" + "_".join(groups)
         if groups and not item.nodeid.endswith(suffix):
+            from _pytest.nodeid import coerce_node_id  # pytest 9's (on pytest 8 xdist's own naming takes)
+
             item._id = coerce_node_id(item.nodeid + suffix)
 
 
