@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import require
-from tests.explainer.live_server import makefile_daphne_limits
+from tests.explainer.live_server import makefile_daphne_limits, migrate
 from tests.support import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -48,7 +48,7 @@ def serve(tmp_path_factory, model: str, name: str = "site", extra_env: dict | No
     env = {**os.environ, "EXPLAINER_MODEL": model, "HF_HUB_OFFLINE": "1",
            "DJANGO_ALLOWED_HOSTS": "127.0.0.1,localhost", "EXPLAINER_HOST_PASSWORD": HOST_PASSWORD, **(extra_env or {})}
     env["DATABASE_URL"] = f"sqlite:///{tmp_path_factory.mktemp('db') / f'{name}.sqlite3'}"
-    subprocess.run([sys.executable, "manage.py", "migrate", "--noinput", "--skip-checks"], cwd=ROOT, env=env, check=True, capture_output=True)
+    migrate(env)
     worker = os.environ.get("PYTEST_XDIST_WORKER")  # each xdist worker running browser tests has its own servers
     log = open(ROOT / f"test-artifacts-daphne{'' if name == 'site' else '-' + name}{'-' + worker if worker else ''}.log", "w")
     proc = subprocess.Popen([sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port), *makefile_daphne_limits(),

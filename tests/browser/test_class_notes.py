@@ -10,7 +10,7 @@ from playwright.sync_api import expect
 
 from tests.browser.conftest import HOST_PASSWORD
 from tests.browser.test_workshop import log_in_as_host, open_context
-from tests.explainer.live_server import ROOT, makefile_daphne_limits
+from tests.explainer.live_server import ROOT, makefile_daphne_limits, migrate
 from tests.explainer.test_redis_workers import wait_for_port
 from tests.support import free_port
 
@@ -26,8 +26,7 @@ class Site:
         self.env = {**os.environ, "EXPLAINER_MODEL": "bundled", "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1",
                     "DJANGO_ALLOWED_HOSTS": "127.0.0.1,localhost", "EXPLAINER_HOST_PASSWORD": HOST_PASSWORD,
                     "DATABASE_URL": f"sqlite:///{tmp_path / 'db.sqlite3'}", **env}
-        subprocess.run([sys.executable, "manage.py", "migrate", "--noinput", "--skip-checks"], cwd=ROOT, env=self.env, check=True,
-                       capture_output=True)
+        migrate(self.env)
         self.log = open(tmp_path / "daphne.log", "a")
         self.proc = None
         self.url = f"http://127.0.0.1:{self.port}"

@@ -14,6 +14,7 @@ from tests.browser.conftest import HOST_PASSWORD
 from tests.browser.test_controls import BANNER, finished
 from tests.browser.test_workshop import log_in_as_host, open_context
 from tests.conftest import require
+from tests.explainer.live_server import migrate
 from tests.explainer.test_redis_workers import ROOT, wait_for_port
 from tests.support import free_port
 
@@ -41,7 +42,7 @@ def site_on_redis(tmp_path, extra_env: dict):
     env = {**os.environ, "REDIS_URL": f"redis://127.0.0.1:{redis_port}/0", "EXPLAINER_MODEL": "bundled",
            "EXPLAINER_WORKER_CHANNELS": "inference-0", "DATABASE_URL": f"sqlite:///{tmp_path / 'db.sqlite3'}",
            "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1", "DJANGO_ALLOWED_HOSTS": "127.0.0.1,localhost", **extra_env}
-    subprocess.run([sys.executable, "manage.py", "migrate", "--noinput", "--skip-checks"], cwd=ROOT, env=env, check=True, capture_output=True)
+    migrate(env)
     log = open(tmp_path / "processes.log", "w")
     procs = [subprocess.Popen([redis, "--port", str(redis_port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"],
                               stdout=log, stderr=subprocess.STDOUT)]

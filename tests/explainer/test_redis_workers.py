@@ -22,6 +22,7 @@ import websockets
 from channels_redis.core import RedisChannelLayer
 
 from tests.conftest import full_range, require
+from tests.explainer.live_server import migrate
 from tests.support import free_port, stories_spec
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -70,7 +71,7 @@ def cluster(tmp_path):
            "EXPLAINER_WORKER_CHANNELS": ",".join(WORKERS), "EXPLAINER_WORKER_TIMEOUT_S": "3",
            "DATABASE_URL": f"sqlite:///{tmp_path / 'db.sqlite3'}", "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1",
            "EXPLAINER_HOST_PASSWORD": "cluster-host", "EXPLAINER_HOST_LINK_TOKEN": HOST_LINK}
-    subprocess.run([sys.executable, "manage.py", "migrate", "--noinput", "--skip-checks"], cwd=ROOT, env=env, check=True, capture_output=True)
+    migrate(env)
     procs, logs = {}, tmp_path / "logs"
     logs.mkdir()
 

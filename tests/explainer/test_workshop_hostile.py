@@ -14,7 +14,7 @@ from explainer.services.admission import lockout
 from explainer.asgi import application
 from explainer.services.admission import limits
 from explainer.services.workshop.following import FOLLOW_BURST, Follower
-from tests.explainer.live_server import ORIGIN, ROOT, start_daphne
+from tests.explainer.live_server import ORIGIN, ROOT, migrate, start_daphne
 from tests.explainer.redis_server import redis_server
 from tests.support import stories_spec
 
@@ -67,8 +67,7 @@ async def test_a_send_to_a_gone_socket_is_a_close_not_an_error():
 
 def test_fast_connect_close_cycles_never_leak_the_address_count(tmp_path):
     """A real Daphne in workshop mode: 50 sockets closed right after the handshake, then the full 16 open."""
-    subprocess.run([sys.executable, "manage.py", "migrate", "--noinput", "--skip-checks"], cwd=ROOT, check=True, capture_output=True,
-                   env={**__import__("os").environ, "DATABASE_URL": f"sqlite:///{tmp_path / 'live.sqlite3'}"})
+    migrate({**__import__("os").environ, "DATABASE_URL": f"sqlite:///{tmp_path / 'live.sqlite3'}"})
     server = start_daphne(tmp_path, stories_spec(), env={"EXPLAINER_HOST_PASSWORD": PASSWORD,
                                                         "EXPLAINER_MAX_CONNECTIONS_PER_IP": "16"})
     try:
