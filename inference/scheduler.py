@@ -152,8 +152,23 @@ class StepScheduler:
         given). Read from the device's thread: the executor lets one other call run between two ticks, not a string
         of them, and a run's checks wait while ticks come within a longer horizon."""
         within = self.max_wait_s if within is None else within
-        return (bool(self.waiting) or bool(self.prefilling) or self.in_flight
+        return (self._asking(self.waiting) or self._asking(self.prefilling) or self.in_flight
                 or (bool(self.returning) and time.monotonic() - self.ticked_at < within))
+
+    @staticmethod
+    def _asking(queue: list) -> bool:
+        """Some request in the queue is still awaited (a run that ended while it waited cancelled its own)."""
+        return any(not future.done() for _, future in queue)
+
+    def leave(self, session) -> None:
+        """This session asks for no step soon (paused, held, stopped or closed): the next tick stops waiting for it,
+        and a prefill waiting behind that tick goes now (a restart's prefill waited FIRST_STEP_WAIT_S for a paused
+        run's step 1 that never came)."""
+        key = id(session)
+        if key in self.returning or key in self.first_steps:
+            self.returning.discard(key)
+            self.first_steps.discard(key)
+            self.asked.set()  # _gather looks again
 
     async def step(self, session) -> dict:
         """This session's next step payload, computed in the next tick."""
@@ -217,7 +232,8 @@ class StepScheduler:
                 continue
             results = await self._run_batch(partial(step_all, kept=self.kept), batch)
             self.ticks, self.stepped = self.ticks + 1, self.stepped + len(batch)
-            self.returning = {id(s) for (s, _), r in zip(batch, results) if isinstance(r, dict) and not r.get("stop_reason")}
+            self.returning = {id(s) for (s, f), r in zip(batch, results)  # not a run that ended during the tick
+                              if not f.cancelled() and isinstance(r, dict) and not r.get("stop_reason")}
             self.ticked_at = time.monotonic()
 
     def _expect(self, joined: list[tuple[object, asyncio.Future]]) -> None:

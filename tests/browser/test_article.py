@@ -7,12 +7,21 @@ from playwright.sync_api import expect
 PROMPT = "What does mole mean?"
 
 
-def collect_frames(page) -> list[dict]:
-    """Every server message the page's socket receives (what the diagrams must agree with)."""
-    frames: list[dict] = []
+class Frames(list):
+    """The server messages the page's socket receives, in order; `sent` holds what the page sent."""
+
+    def __init__(self):
+        super().__init__()
+        self.sent: list[dict] = []
+
+
+def collect_frames(page) -> Frames:
+    """Every server message the page's socket receives (what the diagrams must agree with), and what it sent."""
+    frames = Frames()
 
     def on_socket(ws):
         ws.on("framereceived", lambda payload: frames.append(json.loads(payload)))
+        ws.on("framesent", lambda payload: frames.sent.append(json.loads(payload)))
 
     page.on("websocket", on_socket)
     return frames
@@ -33,6 +42,7 @@ def run_prompt(page, site_url, frames, text=PROMPT, max_new_tokens=12):
     page.locator("input[name=max_new_tokens]").fill(str(max_new_tokens))
     page.locator("input[name=temperature]").fill("0.7")
     page.locator("#btn-play").click()
+    started(page, frames)
     for _ in range(240):
         if any(f.get("type") == "check" and f.get("name") == "weights_unchanged" for f in frames):
             break
@@ -41,6 +51,33 @@ def run_prompt(page, site_url, frames, text=PROMPT, max_new_tokens=12):
         pytest.fail(f"the run did not finish; frames: {[f.get('type') for f in frames]}")
     return {kind: [f for f in frames if f.get("type") == kind] for kind in
             ("session", "prefill", "step", "done", "check", "error")}
+
+
+# What Play was when its click started nothing, and the layout shifts the page had made (when, how far, what moved).
+PLAY_THEN = """async () => {
+    const b = document.querySelector("#btn-play"), r = b.getBoundingClientRect();
+    const at = document.elementFromPoint(r.x + r.width / 2, r.y + r.height / 2);
+    const shifts = await new Promise((resolve) => {
+        new PerformanceObserver((list, observer) => { observer.disconnect(); resolve(list.getEntries()); })
+            .observe({type: "layout-shift", buffered: true});
+        setTimeout(() => resolve([]), 500);
+    });
+    return {disabled: b.disabled, label: b.textContent, rect: [r.x, r.y, r.width, r.height],
+            at: at && (at.id || at.tagName), status: document.querySelector("#status-banner")?.textContent,
+            shifts: shifts.map((e) => [Math.round(e.startTime), e.value.toFixed(3),
+                                       e.sources.map((s) => s.node?.id || s.node?.nodeName).join(" ")])};
+}"""
+
+
+def started(page, frames: Frames) -> None:
+    """Wait until the click on Play has started a run; a failure says what the page sent and what Play was."""
+    for _ in range(120):  # a session's first frame, or the server's answer why not
+        if any(f.get("type") in ("session", "error", "busy") for f in frames):
+            return
+        page.wait_for_timeout(250)
+    seen = page.evaluate(PLAY_THEN)
+    pytest.fail(f"Play's click started nothing: {seen}; sent {[f.get('type') for f in frames.sent]}; "
+                f"received {[f.get('type') for f in frames]}; page errors {getattr(page, 'errors', None)}")
 
 
 def test_every_section_draws_this_run(page, site_url):

@@ -37,6 +37,8 @@ def test_a_recording_that_cannot_load_shows_only_the_fallback(page, site_url, au
     page.goto(author_page("failed.html", html(site_url, body)))
     expect(page.locator("he-logits").locator(".he-embed-caption")).to_contain_text("The recording could not be loaded", timeout=20_000)
     expect(page.locator("he-dice .mine")).to_be_visible()
+    for name in ("he-dice", "he-logits"):  # each element takes the failure in on its own: wait for both
+        expect(page.locator(name)).to_have_attribute("data-he-failed", "")
     with_fallback, without = controls(page, "he-dice"), controls(page, "he-logits")
     assert not (with_fallback["scrubber"] or with_fallback["bar"] or with_fallback["caption"]), with_fallback
     assert not (without["scrubber"] or without["bar"]) and without["caption"], without  # the reason, for the author

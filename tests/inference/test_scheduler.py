@@ -193,3 +193,21 @@ async def test_sessions_just_prefilled_sample_their_first_token_before_the_next_
     assert [[p["step"] for p in mine] for mine in steps] == [[1, 2]] * 3
     assert log == [("prefill_all", [0, 1]), ("step_all", [0, 1]), ("prefill_all", [2]),
                    ("step_all", [0, 1, 2]), ("step_all", [2])]
+
+
+async def test_a_session_that_leaves_is_not_waited_for_and_the_next_prefill_goes_at_once(stories, monkeypatch):
+    """A run paused on its prefill (or closed) asks for no step 1: once it leaves, the ticker stops waiting for it and
+    a newcomer's prefill runs. Without leave() the ticker would wait FIRST_STEP_WAIT_S (an hour here)."""
+    monkeypatch.setattr("inference.scheduler.FIRST_STEP_WAIT_S", 3600)
+    loop = asyncio.get_running_loop()
+    scheduler = StepScheduler(lambda fn: loop.run_in_executor(None, fn), max_batch=8, max_wait_s=3600)
+    paused, newcomer = session(stories, PROMPTS[0], temperature=0.0), session(stories, PROMPTS[1], temperature=0.0)
+    await scheduler.prefill(paused)  # ... and never asks for step 1
+    assert scheduler.tick_due()
+    arriving = asyncio.create_task(scheduler.prefill(newcomer))
+    done, _ = await asyncio.wait([arriving], timeout=0.5)
+    assert not done  # the ticker waits for the paused run's step 1
+    scheduler.leave(paused)
+    assert (await asyncio.wait_for(arriving, 60))["type"] == "prefill"
+    scheduler.leave(newcomer)  # the newcomer closes: nothing is due
+    assert not scheduler.tick_due()

@@ -11,6 +11,7 @@ causal-mask check, the weights checksum) run only when no visitor's call waits a
 most CHECK_SHARE of the time: a class's checks come between its decode ticks instead of slowing every token.
 """
 import asyncio
+import atexit
 import contextlib
 import heapq
 import itertools
@@ -58,6 +59,7 @@ class DeviceExecutor(Executor):
         self._order = itertools.count()
         self._step_ended = 0.0  # when the last visitor call (STEP or CHECK) finished
         self._slicing = False  # background work is running visitor calls between its forward passes
+        self._stopping = False  # shutdown(): the thread ends after the call it runs
         self.between_slices = 0  # visitor calls run inside background work (figures and tests)
         self._thread = threading.Thread(target=self._work, name=name, daemon=True)
         self._thread.start()
@@ -86,9 +88,25 @@ class DeviceExecutor(Executor):
         with self._cv:
             return sum(1 for item in self._queue if priority is None or item[0] == priority)
 
-    def _next(self) -> tuple:
+    def shutdown(self, wait: bool = True, *, cancel_futures: bool = True) -> None:
+        """End the thread after the call it runs; the calls still queued are cancelled."""
         with self._cv:
-            while True:
+            self._stopping = True
+            queued, self._queue = self._queue, []
+            self._cv.notify_all()
+        for _, _, future, _, _ in queued:
+            future.cancel()
+        if wait:
+            self.join()
+
+    def join(self, timeout: float | None = None) -> None:
+        """Wait for the thread to end (after shutdown)."""
+        if self._thread is not threading.current_thread():
+            self._thread.join(timeout)
+
+    def _next(self) -> tuple | None:
+        with self._cv:
+            while not self._stopping:
                 now = time.monotonic()
                 wait = None
                 if self._queue and self._queue[0][0] in SHARES:
@@ -102,6 +120,7 @@ class DeviceExecutor(Executor):
                 elif self._queue:
                     wait = QUIET_S - (now - self._step_ended)
                 self._cv.wait(wait)
+            return None
 
     def _ticks_first(self, priority: int = STEP) -> bool:
         """A tick is due (for checks: within CHECK_HORIZON_S) and the calls of this priority have had their share of
@@ -130,8 +149,8 @@ class DeviceExecutor(Executor):
         return priority, future, fn, meta
 
     def _work(self) -> None:
-        while True:
-            self._run(*self._next())
+        while (call := self._next()) is not None:
+            self._run(*call)
 
     def _run(self, priority: int, future: Future, fn, meta=(None, 0)) -> None:
         if not future.set_running_or_notify_cancel():
@@ -191,6 +210,20 @@ class DeviceExecutor(Executor):
         finally:
             for hook in hooks:
                 hook.remove()
+
+
+@atexit.register
+def _stop_at_exit(timeout_s: float = 30.0) -> None:
+    """At the interpreter's exit, let each device thread finish the call it runs: a daemon thread still inside a
+    forward pass when torch's static destructors run aborts the process ("terminate called without an active
+    exception", exit status 134), a test process that ends right after a run included."""
+    with _lock:
+        executors = list(_executors.values())
+    for executor in executors:
+        executor.shutdown(wait=False)
+    deadline = time.monotonic() + timeout_s
+    for executor in executors:
+        executor.join(max(0.0, deadline - time.monotonic()))
 
 
 def executor_for(device: str) -> DeviceExecutor:

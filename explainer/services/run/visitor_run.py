@@ -12,7 +12,7 @@ from explainer.services.run.provenance import RunDigest
 from explainer.services.admission import limits
 from explainer.services.device import model_registry
 from explainer.services.admission.capacity import generating
-from explainer.services.device.executors import run_on
+from explainer.services.device.executors import run_on, scheduler_for
 from explainer.services.run.on_demand import READER_PAUSED, OnDemandAnswers
 from explainer.services.run.opening import COUNTS_BURST, COUNTS_PER_S, OPEN_RUNS, Opening, live_sessions
 from explainer.services.run.errors import ENGINE_ERRORS, OUT_OF_MEMORY, as_error, refusal
@@ -116,12 +116,18 @@ class VisitorRun(ComparedRun, Opening, OnDemandAnswers):
                 control.unhold()
                 await self.send(status(RUNNING))
                 continue
-            for session in self.sessions():  # waiting (paused, held) is not generation time: the timing figures leave it out
-                session.hold()
+            self._asks_no_step()
             if control.state == PAUSED and not control.computing:
                 await self._wait_paused()
             else:
                 await self._wait_for_change()
+
+    def _asks_no_step(self) -> None:
+        """Paused or held: no step until a verb comes. Waiting is not generation time (the timing figures leave it
+        out), and the scheduler's next tick must not wait for this run's sessions."""
+        for session in self.sessions():
+            session.hold()
+            scheduler_for(self.device).leave(session)
 
     async def _wait_paused(self) -> None:
         """Paused: the generation slot goes back, only the cache stays (within the paused runs' memory budget,
@@ -287,6 +293,8 @@ class VisitorRun(ComparedRun, Opening, OnDemandAnswers):
             await self._release()
 
     async def _close_session(self) -> None:
+        for session in self.sessions():  # a closed run's sessions ask for no step: no tick waits for them
+            scheduler_for(self.device).leave(session)
         await self._close_b()
         if self.session is not None:
             session, self.session = self.session, None
