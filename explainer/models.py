@@ -8,8 +8,12 @@ RUN_ID = re.compile(r"[A-Za-z0-9_-]{1,32}")  # what new_run_id makes; anything e
 
 
 def new_run_id() -> str:
-    """128 random bits, URL-safe: the id is the permalink, so it must not be guessable."""
-    return secrets.token_urlsafe(16)
+    """128 random bits, URL-safe: the id is the permalink, so it must not be guessable. Never with a leading "-"
+    (1 id in 64 had one): a spreadsheet reads such a cell as a formula, so the quiz recap's CSV had to write it
+    as '-… and the id no longer matched the page's; a command line reads it as an option."""
+    while (token := secrets.token_urlsafe(16)).startswith("-"):
+        pass
+    return token
 
 
 class RecordedRun(models.Model):

@@ -124,6 +124,14 @@ def test_run_ids_carry_128_random_bits():
         assert 350 < ones < 650, f"bit {bit} is set in {ones} of 1000 ids"
 
 
+def test_no_run_id_starts_with_a_minus(monkeypatch):
+    """A spreadsheet reads "-…" as a formula (the quiz recap's CSV would write it as '-…, unlike the page), a shell
+    as an option: such a draw is drawn again."""
+    drawn = iter(["-mqfpwXzE7Ryf7S7TlQ4Qg", "-another-leading-minus", "mqfpwXzE7Ryf7S7TlQ4Qg"])
+    monkeypatch.setattr("explainer.models.secrets.token_urlsafe", lambda n: next(drawn))
+    assert new_run_id() == "mqfpwXzE7Ryf7S7TlQ4Qg"
+
+
 @pytest.mark.django_db
 def test_runs_cannot_be_listed(client):
     assert client.get("/api/runs").status_code in (404, 405)
