@@ -12,7 +12,7 @@ class HeStream extends SteppedElement {
     const k = this.step(rs.steps.length); // the page's step: the stream as it stood then (issue 23)
     const steps = rs.steps.slice(0, k), n = rs.steps.length;
     const reply = steps.map((s) => s.text_delta).join("");
-    this.dataset.textLength = String(reply.length);
+    this.dataset.textLength = String([...reply].length); // characters as Python counts them (an emoji is one, not two)
     this.dataset.steps = String(steps.length);
     if (!rs.prefill && !steps.length) { this.root.replaceChildren(caption(gettext("Waiting for the run: no tokens yet."))); return; }
     const line = readout(gettext("Hover or tap a row: the id, the piece decoded alone, and the text the step released."));

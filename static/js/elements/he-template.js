@@ -33,7 +33,7 @@ class HeTemplate extends SteppedElement {
   render(state) {
     const pre = state.prefill;
     if (!pre) { this.root.replaceChildren(el("p", { class: "he-empty" }, gettext("Press play: the template's output appears here."))); return; }
-    this.dataset.textLength = String(pre.template.text.length);  // what the model reads (tests compare it)
+    this.dataset.textLength = String([...pre.template.text].length);  // what the model reads, in characters (an emoji is one)
     const { text, source, spans = [] } = pre.template;
     const tokens = pre.tokens || [];
     const maps = offsetMaps(text);
