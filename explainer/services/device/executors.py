@@ -88,8 +88,8 @@ class DeviceExecutor(Executor):
         with self._cv:
             return sum(1 for item in self._queue if priority is None or item[0] == priority)
 
-    def shutdown(self, wait: bool = True, *, cancel_futures: bool = True) -> None:
-        """End the thread after the call it runs; the calls still queued are cancelled."""
+    def shutdown(self, wait: bool = True) -> None:
+        """End the thread after the call it runs; the calls still queued are cancelled (none could run after it)."""
         with self._cv:
             self._stopping = True
             queued, self._queue = self._queue, []
