@@ -225,9 +225,11 @@ EXPLAINER_BATCH_WAIT_MS = float(os.environ.get("EXPLAINER_BATCH_WAIT_MS", "50"))
 # A new visitor's prompt is prefilled in chunks of this many tokens, each its own call on the device's
 # thread, so a long prompt never stalls the others' decode for more than one chunk (0: one pass).
 EXPLAINER_PREFILL_CHUNK = int(os.environ.get("EXPLAINER_PREFILL_CHUNK", "64"))
-# Visitors whose prompts fit one chunk and who press Enter together are prefilled in one batched pass (with
-# their causal-mask checks) between two decode ticks: at most this many padded prompt positions per pass.
-EXPLAINER_PREFILL_BATCH_TOKENS = int(os.environ.get("EXPLAINER_PREFILL_BATCH_TOKENS", "4096"))
+# Visitors whose prompts fit one chunk and who press Enter together are prefilled in one batched pass between two
+# decode ticks: at most this many padded positions computed per pass (after each prompt's cached prefix). Unset:
+# 4096 on a GPU, 256 on a CPU, where a pass of a class of 32 (~450 positions) took ~0.6 s before anyone's first
+# token: two passes give the first half theirs in ~0.7 s instead of everyone in ~1.1 s (bench/load.py).
+EXPLAINER_PREFILL_BATCH_TOKENS = int(os.environ.get("EXPLAINER_PREFILL_BATCH_TOKENS", "0")) or None
 
 # Workshop mode (/host/): the host page's password; empty = workshop mode is off.
 EXPLAINER_HOST_PASSWORD = os.environ.get("EXPLAINER_HOST_PASSWORD", "")

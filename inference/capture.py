@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from contextlib import contextmanager
+from functools import lru_cache
 
 import torch
 
@@ -131,12 +132,16 @@ def block_average(matrix: torch.Tensor, blocks: int) -> torch.Tensor:
     return rows @ matrix.float() @ cols.T
 
 
+@lru_cache(maxsize=256)
 def bin_means(size: int, blocks: int) -> torch.Tensor:
-    """(B, size): row b averages the positions block_edges puts in block b (disjoint: each position in one block)."""
+    """(B, size): row b averages the positions block_edges puts in block b (disjoint: each position in one block).
+    Cached (a prefill summarises every layer with the same bins): read it, never write into it. Made outside
+    inference mode, so a cached copy is an ordinary tensor wherever it is read."""
     edges = block_edges(size, blocks)
-    out = torch.zeros(len(edges) - 1, size)
-    for b, (start, end) in enumerate(zip(edges, edges[1:])):
-        out[b, start:end] = 1 / (end - start)
+    with torch.inference_mode(False):
+        out = torch.zeros(len(edges) - 1, size)
+        for b, (start, end) in enumerate(zip(edges, edges[1:])):
+            out[b, start:end] = 1 / (end - start)
     return out
 
 

@@ -66,6 +66,7 @@ class GenerationSession:
         self.cache = None  # the model makes the cache it needs (dynamic, sliding, recurrent) on the first forward
         self.step_index = 0
         self.pending = None  # the last forward's capture: what the next step samples from
+        self.ahead: ForwardRow | None = None  # the next step's forward, run ahead of its step (forward_ahead)
         self.last_draw: tuple[torch.Tensor, torch.Tensor] | None = None  # (raw logits, final probs), (vocab,) each
         self.finished: str | None = None
         self.emitted_text = ""
@@ -138,9 +139,14 @@ class GenerationSession:
         limit = min(self.prefill_chunk or most_tokens, most_tokens)
         if self.pending is not None or self.step_index or not self.adapter.has_cache or self.fed != self.cached_tokens:
             return False
+        return self.prompt_left() <= limit
+
+    def prompt_left(self) -> int:
+        """The prompt positions its prefill will compute: all but the longest prefix in the prefix cache (a count
+        only, from any thread: the prefix is taken on the device thread)."""
         store = self.loaded.prefix_cache
         ahead = self.fed if self.looked_up or store is None else store.matched_length(self.ids, len(self.ids) - 1)
-        return len(self.ids) - ahead <= limit  # a count only: the prefix is taken on the device thread
+        return len(self.ids) - ahead
 
     def start_from_prefix(self) -> None:
         """Before the prefill's first pass: continue from the longest prefix of the prompt in the model's prefix
@@ -207,10 +213,18 @@ class GenerationSession:
         if self.pending is None:
             self.prefill()
         if self.step_index > 0:
+            forward, self.ahead = forward or self.ahead, None
             self.pending = (forward or self._forward([self.ids[-1]])).last_position("decode")
         self.step_index += 1
         with one_thread():
             return self._sampled_step(self.pending, forced_token)
+
+    def forward_ahead(self) -> None:
+        """Run the next step's forward now, while this step goes out (the scheduler does, on the device's thread): it
+        feeds the last sampled token, which nothing a visitor does changes; a fork, a stop or a rewind drops it with
+        the cache position it added (_truncate_cache)."""
+        if self.ahead is None and self.step_index > 0 and not self.finished and self.adapter.has_cache:
+            self.ahead = self._forward([self.ids[-1]])
 
     def _sampled_step(self, row: ForwardRow, forced_token: int | None) -> dict:
         """Sample from `row`, append the token, keep the step's tensors, build its payload."""
@@ -299,6 +313,7 @@ class GenerationSession:
     @torch.no_grad()
     def _truncate_cache(self, length: int) -> None:
         """Keep the first ``length`` positions; sliding-window or recurrent layers are rebuilt."""
+        self.ahead = None  # its position goes (or the tokens it fed do)
         if not self.adapter.has_cache:
             return
         if all(type(layer) is DynamicLayer for layer in self.cache.layers):
@@ -341,7 +356,7 @@ class GenerationSession:
 
     def close(self) -> None:
         """Free the cache and kept tensors (the session's only large state)."""
-        self.cache, self.pending, self.prefill_hidden, self.prefix = None, None, None, None
+        self.cache, self.pending, self.prefill_hidden, self.prefix, self.ahead = None, None, None, None, None
         self.kept.clear()
         self.finished = self.finished or "stopped"
 

@@ -5,6 +5,7 @@ import json
 from pathlib import Path
 
 import torch
+from transformers.cache_utils import DynamicLayer
 
 DTYPE_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2, "int8": 1, "fp8": 1}
 KNOWN_CONFIGS = Path(__file__).resolve().parent / "kv_configs"  # real models' configs, for the calculator
@@ -58,6 +59,9 @@ def layer_tensors(layer) -> tuple[torch.Tensor | None, list[torch.Tensor]]:
     """A cache layer's keys (None if it keeps none) and every tensor it holds: keys, values, and the
     recurrent or convolution states of linear-attention / state-space layers."""
     keys = getattr(layer, "keys", None)
+    if type(layer) is DynamicLayer:  # the common layer, read directly (every visitor's step reads every layer)
+        held = [t for t in (keys, layer.values) if isinstance(t, torch.Tensor) and t.dim() > 0]
+        return (keys if isinstance(keys, torch.Tensor) and keys.numel() else None), held
     public = [v for name, v in vars(layer).items() if not name.startswith("_")]  # not bookkeeping scalars
     held = [v for v in public if isinstance(v, torch.Tensor)]
     held += [t for v in public if isinstance(v, (list, tuple)) for t in v if isinstance(t, torch.Tensor)]

@@ -62,7 +62,8 @@ def split_message(message: dict, max_bytes: int) -> list[dict]:
     size = encoded_size(message)
     if size <= max_bytes:
         return [message]
-    head = json.loads(json.dumps(message))  # a deep copy the emptying cannot reach back through
+    text = getattr(message, "text", None)  # its encoding above, when it is strict JSON: no second one
+    head = json.loads(text if text is not None else json.dumps(message))  # a deep copy the emptying cannot reach back through
     moved = []
     for path, value, value_size in sorted(_movable(head), key=lambda m: -m[2]):
         if size <= max_bytes - PART_OVERHEAD:

@@ -12,7 +12,7 @@ from inference.engine import GenerationSession
 from inference.loading import load_model
 from inference.prompting import build_prompt
 from inference.sampling import SamplingParams
-from inference.scheduler import StepScheduler
+from inference.scheduler import StepScheduler, forward_ahead
 from tests.support import stories_spec
 
 STEPS = 24  # the decoding visitor's tokens
@@ -52,7 +52,9 @@ async def test_a_decoding_visitor_is_not_starved_by_long_prefills_or_a_measureme
     log = DeviceLog(executor)
     visitor = new_session(loaded, [1, 403, 407], STEPS)
 
-    scheduler = StepScheduler(lambda fn: log.submit("tick", lambda: (any(s is visitor for s in fn.args[0]), fn())),
+    def kind(fn) -> str:  # a tick, or the forward its continuing sessions get ahead of their next tick
+        return "ahead" if getattr(fn, "func", None) is forward_ahead else "tick"
+    scheduler = StepScheduler(lambda fn: log.submit(kind(fn), lambda: (any(s is visitor for s in fn.args[0]), fn())),
                               max_batch=8, max_wait_s=0)  # each tick logged with whether the visitor is in it
     await asyncio.wrap_future(executor.submit_at(STEP, visitor.prefill))
     visitor_done, measured, started = threading.Event(), [], threading.Event()

@@ -9,7 +9,7 @@ from inference import batched_prefill as bp
 from inference.article_checks import causal_change, causal_mask_check
 from inference.scheduler import StepScheduler
 from tests.inference.arch_helpers import arch_config, tiny_loaded
-from tests.inference.test_scheduler import PROMPTS, close, session
+from tests.inference.test_scheduler import DEVICE, PROMPTS, close, session
 
 WORDY = [1, 403, 407, 260, 300, 301, 302, 340, 341, 342]  # has a later word-like token for the causal check
 
@@ -80,7 +80,7 @@ def test_a_long_prompt_is_not_batched_and_a_failed_pass_falls_back(stories, monk
 
 async def test_the_scheduler_prefills_waiting_visitors_in_one_pass_within_its_token_budget(stories):
     loop = asyncio.get_running_loop()
-    scheduler = StepScheduler(lambda fn: loop.run_in_executor(None, fn), max_batch=8, max_wait_s=0.001,
+    scheduler = StepScheduler(lambda fn: loop.run_in_executor(DEVICE, fn), max_batch=8, max_wait_s=0.001,
                               prefill_tokens=2 * len(PROMPTS[2]))  # two sessions of the longest
     sessions = [session(stories, ids, temperature=0.0) for ids in PROMPTS + [PROMPTS[2]]]
     payloads = await asyncio.gather(*(scheduler.prefill(s) for s in sessions))

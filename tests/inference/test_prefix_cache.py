@@ -1,5 +1,6 @@
 """The prefix cache (issue 24 point 3): a prefill that starts from a cached prefix sends what a full prefill
 sends, and the run goes on exactly: greedy tokens identical, logits within 1e-4 (float32 CPU)."""
+import asyncio
 from dataclasses import replace
 
 import pytest
@@ -10,8 +11,9 @@ from inference.engine import GenerationSession
 from inference.prefix_cache import PrefixCache
 from inference.prompting import build_prompt, content_ranges
 from inference.sampling import SamplingParams
+from inference.scheduler import StepScheduler
 from tests.inference.arch_helpers import arch_config, tiny_loaded
-from tests.inference.test_scheduler import close
+from tests.inference.test_scheduler import DEVICE, close
 
 STEPS = 10
 BUDGET = 64 * 2**20
@@ -189,3 +191,25 @@ def test_the_saving_is_measured_on_a_private_cache_with_the_visitors_prefix(stor
     assert cached.prefix_cache.stats().lookups == 0  # the server's own cache (and its figures) untouched
     assert prefix_saving(cached, ids, cached=0, repeats=1)["cached_tokens"] == 0  # nothing cached: nothing taken
     assert prefix_saving(cached, ids, cached=len(ids) + 5, repeats=1)["cached_tokens"] == len(ids) - 1  # the last is computed
+
+
+async def test_a_prefill_pass_counts_only_the_positions_it_computes_after_each_cached_prefix(stories):
+    """The pass budget (EXPLAINER_PREFILL_BATCH_TOKENS) counts rows x the longest part left after each prompt's cached
+    prefix: two visitors who share a cached 12-token prefix and add 2 and 3 tokens of their own fit a budget of 6
+    (2 rows x 3) in one pass; counting whole prompts (2 x 15) would have split them."""
+    cached = with_cache(stories)
+    run(cached, ids_prompt(stories, SHARED), steps=1)
+    visitors = [GenerationSession(cached, ids_prompt(stories, SHARED + extra), SamplingParams(max_new_tokens=2, temperature=0.0))
+                for extra in ([20, 21], [30, 31, 32])]
+    assert [v.prompt_left() for v in visitors] == [2, 3]
+    loop = asyncio.get_running_loop()
+    scheduler = StepScheduler(lambda fn: loop.run_in_executor(DEVICE, fn), max_batch=8, max_wait_s=0.001, prefill_tokens=6)
+    prefills = await asyncio.gather(*(scheduler.prefill(v) for v in visitors))
+    assert [p["batch_size"] for p in prefills] == [2, 2] and scheduler.prefill_passes == 1
+    assert [p["cached_tokens"] for p in prefills] == [len(SHARED)] * 2
+    lone = StepScheduler(lambda fn: loop.run_in_executor(DEVICE, fn), max_batch=8, max_wait_s=0.001, prefill_tokens=5)
+    again = [GenerationSession(cached, ids_prompt(stories, SHARED + extra), SamplingParams(max_new_tokens=2, temperature=0.0))
+             for extra in ([40, 41], [50, 51, 52])]
+    assert [p["batch_size"] for p in await asyncio.gather(*(lone.prefill(v) for v in again))] == [1, 1]  # 2 x 3 > 5
+    for v in visitors + again:
+        v.close()

@@ -1,5 +1,6 @@
 """Batched decoding across sessions (issue 14): each session's row of one forward pass equals its lone run."""
 import asyncio
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 import numpy as np
@@ -9,8 +10,9 @@ from inference.engine import GenerationSession
 from inference.wire.packing import unpack
 from inference.prompting import build_prompt
 from inference.sampling import SamplingParams
-from inference.scheduler import StepScheduler, batched_decode, can_batch, step_all
+from inference.scheduler import Arrivals, StepScheduler, batched_decode, can_batch, step_all
 
+DEVICE = ThreadPoolExecutor(1, thread_name_prefix="device")  # one thread, as a device's executor: calls in turn
 PROMPTS = [[1, 403], [1, 403, 407, 260, 300, 301, 302], [1, 310, 311, 312, 313, 314, 315, 316, 317, 318, 319, 320, 321]]
 STEPS = 8
 
@@ -102,7 +104,7 @@ def stepped_once(stories) -> list:
 async def test_the_scheduler_batches_sessions_that_ask_together(stories):
     sessions = stepped_once(stories)
     loop = asyncio.get_running_loop()
-    scheduler = StepScheduler(lambda fn: loop.run_in_executor(None, fn), max_batch=2, max_wait_s=0.001)
+    scheduler = StepScheduler(lambda fn: loop.run_in_executor(DEVICE, fn), max_batch=2, max_wait_s=0.001)
     payloads = await asyncio.gather(*(scheduler.step(s) for s in sessions))
     assert sorted(p["batch_size"] for p in payloads) == [1, 2, 2]  # max_batch 2: the third in the next tick
     assert (scheduler.ticks, scheduler.stepped) == (2, 3)
@@ -145,7 +147,7 @@ def test_prefill_alone_runs_every_chunk_and_a_short_prompt_is_one_pass(stories):
 async def test_a_tick_waits_for_the_sessions_of_the_last_tick_and_a_lone_session_never_waits(stories):
     sessions = stepped_once(stories)
     loop = asyncio.get_running_loop()
-    scheduler = StepScheduler(lambda fn: loop.run_in_executor(None, fn), max_batch=8, max_wait_s=3600)
+    scheduler = StepScheduler(lambda fn: loop.run_in_executor(DEVICE, fn), max_batch=8, max_wait_s=3600)
 
     async def late(s, n):  # asks again after n other turns of the event loop: its last step still going out
         for _ in range(n):
@@ -156,7 +158,7 @@ async def test_a_tick_waits_for_the_sessions_of_the_last_tick_and_a_lone_session
     assert [p["batch_size"] for p in first + again] == [3] * 6 and scheduler.ticks == 2
     alone = StepScheduler(scheduler.run, max_batch=8, max_wait_s=3600)
     lone = session(stories, PROMPTS[0], temperature=0.0)
-    lone.prefill()
+    await loop.run_in_executor(DEVICE, lone.prefill)  # on the device's thread: the last tick's forward_ahead may run
     for _ in range(3):  # the last tick's only session has asked: nothing to wait for (an hour, else)
         assert (await alone.step(lone))["batch_size"] == 1
 
@@ -180,7 +182,7 @@ async def test_sessions_just_prefilled_sample_their_first_token_before_the_next_
         if kind == "prefill_all" and not late:  # the latecomer asks while the first pass runs
             late.append(asyncio.create_task(visit(latecomer)))
             await asyncio.sleep(0)
-        result = await loop.run_in_executor(None, fn)
+        result = await loop.run_in_executor(DEVICE, fn)
         log.append((kind, sorted(names[id(s)] for s in fn.args[0])))
         return result
     scheduler = StepScheduler(run, max_batch=8, max_wait_s=3600)  # waits on who will ask, never on the clock
@@ -191,8 +193,9 @@ async def test_sessions_just_prefilled_sample_their_first_token_before_the_next_
     steps = await asyncio.wait_for(asyncio.gather(*(visit(s) for s in early)), 120)
     steps.append(await asyncio.wait_for(late[0], 120))
     assert [[p["step"] for p in mine] for mine in steps] == [[1, 2]] * 3
-    assert log == [("prefill_all", [0, 1]), ("step_all", [0, 1]), ("prefill_all", [2]),
-                   ("step_all", [0, 1, 2]), ("step_all", [2])]
+    # forward_ahead: the next step's forward, run while a tick's steps go out (not while a prefill waits: it goes first)
+    assert log == [("prefill_all", [0, 1]), ("step_all", [0, 1]), ("prefill_all", [2]), ("step_all", [0, 1, 2]),
+                   ("forward_ahead", [2]), ("step_all", [2])]
 
 
 async def test_a_session_that_leaves_is_not_waited_for_and_the_next_prefill_goes_at_once(stories, monkeypatch):
@@ -200,7 +203,7 @@ async def test_a_session_that_leaves_is_not_waited_for_and_the_next_prefill_goes
     a newcomer's prefill runs. Without leave() the ticker would wait FIRST_STEP_WAIT_S (an hour here)."""
     monkeypatch.setattr("inference.scheduler.FIRST_STEP_WAIT_S", 3600)
     loop = asyncio.get_running_loop()
-    scheduler = StepScheduler(lambda fn: loop.run_in_executor(None, fn), max_batch=8, max_wait_s=3600)
+    scheduler = StepScheduler(lambda fn: loop.run_in_executor(DEVICE, fn), max_batch=8, max_wait_s=3600)
     paused, newcomer = session(stories, PROMPTS[0], temperature=0.0), session(stories, PROMPTS[1], temperature=0.0)
     await scheduler.prefill(paused)  # ... and never asks for step 1
     assert scheduler.tick_due()
@@ -211,3 +214,87 @@ async def test_a_session_that_leaves_is_not_waited_for_and_the_next_prefill_goes
     assert (await asyncio.wait_for(arriving, 60))["type"] == "prefill"
     scheduler.leave(newcomer)  # the newcomer closes: nothing is due
     assert not scheduler.tick_due()
+
+
+async def test_a_prefill_pass_waits_for_starts_on_their_way_and_a_lone_start_waits_for_nobody(stories, monkeypatch):
+    """Starts being read (Arrivals) join the pass that begins meanwhile, so a class pressing Enter together shares one
+    pass; a start that gives up (refused, in line) stops the wait; with nobody on the way a prefill goes at once.
+    JOIN_WAIT_S is an hour here: every wait ends on an arrival, never on the clock."""
+    monkeypatch.setattr("inference.scheduler.JOIN_WAIT_S", 3600)
+    loop, passes = asyncio.get_running_loop(), []
+
+    async def run(fn):
+        inner = getattr(fn, "func", fn)
+        if getattr(inner, "func", inner).__name__ == "prefill_all":
+            passes.append(sorted(PROMPTS.index(s.prompt.ids) for s in fn.args[0]))
+        return await loop.run_in_executor(DEVICE, fn)
+    scheduler = StepScheduler(run, max_batch=8, max_wait_s=3600, arrivals=Arrivals())
+    first, second, refused = (scheduler.arrivals.coming() for _ in range(3))
+    made = [session(stories, ids, temperature=0.0) for ids in PROMPTS]
+
+    async def arrive(arrival, s):
+        arrival.here()
+        return await scheduler.prefill(s)
+    opening = asyncio.create_task(arrive(first, made[0]))
+    done, _ = await asyncio.wait([opening], timeout=0.2)
+    assert not done and passes == []  # two starts are still on their way
+    refused.here()  # this one was refused: nobody waits for it
+    both = await asyncio.wait_for(asyncio.gather(opening, arrive(second, made[1])), 60)
+    assert [p["type"] for p in both] == ["prefill", "prefill"] and passes == [[0, 1]]
+    for s in made[:2]:
+        scheduler.leave(s)  # they ask for no step 1 here
+    lone = await asyncio.wait_for(arrive(scheduler.arrivals.coming(), made[2]), 60)  # nobody else on the way
+    assert lone["type"] == "prefill" and passes == [[0, 1], [2]] and scheduler.arrivals.count == 0
+
+
+async def test_the_next_forward_runs_ahead_while_steps_go_out_and_every_step_is_the_lone_runs(stories):
+    """After a tick, the sessions that will step again get their next forward at once (forward_ahead), before they ask:
+    the next tick only samples. Every payload still equals the session's lone run."""
+    loop, log = asyncio.get_running_loop(), []
+
+    async def run(fn):
+        inner = getattr(fn, "func", fn)
+        log.append(getattr(inner, "func", inner).__name__)
+        return await loop.run_in_executor(DEVICE, fn)
+    scheduler = StepScheduler(run, max_batch=8, max_wait_s=3600)
+    sessions = [session(stories, ids, temperature=0.0) for ids in PROMPTS]
+    for s in sessions:
+        await loop.run_in_executor(DEVICE, s.prefill)
+    steps = [[] for _ in sessions]
+    for n in range(STEPS):
+        live = [i for i, s in enumerate(sessions) if not s.finished]
+        for i, payload in zip(live, await asyncio.gather(*(scheduler.step(sessions[i]) for i in live))):
+            steps[i].append(payload)
+        if n and any(not s.finished for s in sessions):
+            await asyncio.wait([scheduler.ahead])
+            assert all(s.ahead is not None for s in sessions if not s.finished)  # before they ask again
+    assert log.count("forward_ahead") >= STEPS - 1 and all(s.ahead is None for s in sessions if s.finished)
+    for ids, mine in zip(PROMPTS, steps):
+        close(lone_run(stories, ids, temperature=0.0), mine, "steps")
+
+
+@pytest.mark.parametrize("model", ["stories", "bundled"])
+def test_a_fork_or_a_stop_after_a_forward_ahead_drops_it(model, request):
+    """A forward run ahead adds the last token's keys to the cache; a fork (rewind) or a stop (truncate) that comes
+    before the next step drops it, and the run goes on exactly as without it."""
+    loaded = request.getfixturevalue(model)
+
+    def stepped(ahead: bool):
+        s = session(loaded, PROMPTS[1], temperature=0.0, min_new_tokens=STEPS)  # no end of sequence in the way
+        s.prefill()
+        for _ in range(3):
+            s.step()
+        if ahead:
+            s.forward_ahead()
+            assert s.ahead is not None and s.cache.get_seq_length() == len(s.ids)
+        return s
+    for ahead in (True, False):
+        forked = stepped(ahead)
+        forked.fork(2, 300)
+        assert forked.ahead is None and forked.cache.get_seq_length() == len(forked.ids) - 1
+    a, b = stepped(True), stepped(False)
+    close([a.fork(2, 300), a.step(), a.step()], [b.fork(2, 300), b.step(), b.step()], "fork")
+    a, b = stepped(True), stepped(False)
+    a.truncate(2)
+    b.truncate(2)
+    assert a.ahead is None and a.kv() == b.kv() and a.ids == b.ids

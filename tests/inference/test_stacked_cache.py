@@ -2,7 +2,7 @@
 every row still equals its lone run, and a session that leaves the stack owns its cache."""
 import pytest
 
-from inference import scheduler as sched
+from inference import batched_decode as sched
 from inference.stacked_cache import KeptStack, storage_of
 from tests.inference.test_scheduler import PROMPTS, STEPS, close, lone_run, session, stepped_once
 

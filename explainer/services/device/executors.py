@@ -24,7 +24,7 @@ from functools import partial
 import torch
 from django.conf import settings
 
-from inference.scheduler import StepScheduler
+from inference.scheduler import Arrivals, StepScheduler
 
 STEP, CHECK, BACKGROUND = 0, 1, 2  # priorities: lower runs first; equal ones in the order they came
 QUIET_S = 0.05  # background work starts only once visitors' work has paused this long (not in a gap between ticks)
@@ -242,6 +242,18 @@ async def run_on(device: str, fn, *args, priority: int = STEP, owner=None, token
 
 
 _schedulers: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()  # event loop -> {device: StepScheduler}
+_arrivals: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()  # event loop -> Arrivals
+
+
+def arrivals() -> Arrivals:
+    """The starts being read on this event loop (a start's device is not known until its model is): every device's
+    prefill pass waits for them briefly (inference/scheduler.py, Arrivals)."""
+    return _arrivals.setdefault(asyncio.get_running_loop(), Arrivals())
+
+
+def prefill_pass_tokens(device: str) -> int:
+    """EXPLAINER_PREFILL_BATCH_TOKENS, or the device's default (settings.py): a CPU computes far fewer per second."""
+    return settings.EXPLAINER_PREFILL_BATCH_TOKENS or (4096 if device.startswith("cuda") else 256)
 
 
 def scheduler_for(device: str) -> StepScheduler:
@@ -249,8 +261,8 @@ def scheduler_for(device: str) -> StepScheduler:
     per_device = _schedulers.setdefault(asyncio.get_running_loop(), {})
     if device not in per_device:
         scheduler = StepScheduler(partial(run_on, device, owner=TICK), settings.EXPLAINER_MAX_BATCH,
-                                  settings.EXPLAINER_BATCH_WAIT_MS / 1e3, settings.EXPLAINER_PREFILL_BATCH_TOKENS,
-                                  run_prefill=partial(run_on, device, owner=JOINING))
+                                  settings.EXPLAINER_BATCH_WAIT_MS / 1e3, prefill_pass_tokens(device),
+                                  run_prefill=partial(run_on, device, owner=JOINING), arrivals=arrivals())
         executor_for(device).tick_due = scheduler.tick_due
         per_device[device] = scheduler
     return per_device[device]

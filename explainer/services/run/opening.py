@@ -11,7 +11,7 @@ from django.conf import settings
 from explainer.messages import busy_payload, tokenized_payload
 from explainer.protocol import ProtocolError, integer, prompt_fields
 from explainer.services.device import model_registry
-from explainer.services.device.executors import FIRST_TOKEN, executor_for, run_on, scheduler_for
+from explainer.services.device.executors import FIRST_TOKEN, arrivals, executor_for, run_on, scheduler_for
 from explainer.services.run import after_run_checks
 from explainer.services.run.control import PREFILLING, STOPPING, status
 from explainer.services.admission.limits import RateLimited
@@ -57,6 +57,14 @@ class Opening(InLine):
     """`start` and what it runs before the driver takes over (VisitorRun's state, send and end)."""
 
     async def start(self, message: dict) -> None:
+        arrival = arrivals().coming()  # a class's starts read together share one prefill pass
+        try:
+            await self._start(message, arrival)
+        except BaseException:
+            arrival.here()
+            raise
+
+    async def _start(self, message: dict, arrival) -> None:
         fields = prompt_fields(message)
         await self.end()
         fields, slots = await policy.apply_to_start(fields)  # the workshop host's pins and limits
@@ -67,6 +75,7 @@ class Opening(InLine):
         loaded, prompt = await self._tokenized(fields)  # refused here, before a slot is taken
         await self._asked_b(message, fields, params, loaded)  # compare mode: run B's parameters and model, checked
         if (refused := self._admit(slots) or self._refused_b_slot()) is not None:  # slots now, a place in line, or `busy`
+            arrival.here()
             await self.send(busy_payload(refused, 5))
             return
         self.control.begin(fields["paused"], queued=self.ticket is not None)
@@ -74,21 +83,26 @@ class Opening(InLine):
         # start's own answers are out, later answers wait (reply()), as they did when start was awaited.
         self.control.set_computing(True)
         self.opened.clear()
-        self.task = asyncio.create_task(self._open_and_drive(loaded, prompt, params))
+        self.task = asyncio.create_task(self._open_and_drive(loaded, prompt, params, arrival))
+        self.task.add_done_callback(lambda _: arrival.here())  # also a task cancelled before it ever ran
 
     async def after_opening(self) -> None:
         """Verbs that need the prefill (step, fork, detail, retemper, measure) wait for the start's answers, as when
         start held the socket; stop, pause, resume and ack act at once."""
         await self.opened.wait()
 
-    async def _open_and_drive(self, loaded, prompt, params: SamplingParams) -> None:
-        """prefilling, then the driver; a failed start ends this run only, with a named error."""
+    async def _open_and_drive(self, loaded, prompt, params: SamplingParams, arrival) -> None:
+        """prefilling, then the driver; a failed start ends this run only, with a named error. `arrival`: this start
+        on its way to the prefill (here() when it asks for it, waits in line, or fails)."""
         try:  # prefilling: the start's answers (session, prefill, check, status) come before any later message's
-            if self.ticket is not None and not await self._wait_in_line():
-                await self._left_line()
-                return
-            prefilled = await self._open(loaded, prompt, params)
+            if self.ticket is not None:
+                arrival.here()  # a place in line: no pass waits for it
+                if not await self._wait_in_line():
+                    await self._left_line()
+                    return
+            prefilled = await self._open(loaded, prompt, params, arrival)
         except BaseException as exc:  # a model failure, or the socket cancelled mid-prefill
+            arrival.here()
             self.control.reset()
             await self._release()  # first: no await inside, so a second cancellation cannot skip it
             self.opened.set()
@@ -144,7 +158,7 @@ class Opening(InLine):
         await self.reply(tokenized_payload(seq, len(prompt.ids), typed_tokens(prompt), settings.EXPLAINER_MAX_PROMPT_TOKENS,
                                            loaded.description.context_window))
 
-    async def _open(self, loaded, prompt, params: SamplingParams) -> bool:
+    async def _open(self, loaded, prompt, params: SamplingParams, arrival) -> bool:
         """prefilling (computing since start): the prefill, then the causal-mask check started off the first
         token's path; then running or paused as asked (or stopping). False when a stop came between the prompt's
         chunks: the prefill ended there."""
@@ -155,7 +169,7 @@ class Opening(InLine):
             await self.send(self._prefilling())
             # Before the prefill, so that nothing stands between it and step 1 (which a tick samples from it)
             self.rows_before = await run_on(self.device, after_run_checks.embedding_rows, self.session, owner=FIRST_TOKEN)
-            prefill = await self._prefill()
+            prefill = await self._prefill(arrival)
             if prefill is None:
                 return False
             await self.send(prefill)
@@ -199,9 +213,10 @@ class Opening(InLine):
         await self._release()
         await self.send(self.control.finished_status(self.session.finished))
 
-    async def _prefill(self) -> dict | None:
+    async def _prefill(self, arrival) -> dict | None:
         """With the other visitors joining now (one batched pass), or a long prompt alone in chunks, each its
         own device call: decode ticks run between them, and a stop read between them ends the prefill (None)."""
+        arrival.here()  # no await before its request: a pass waiting for it finds it queued
         if self.session.prefill_fits_one_pass(MOST_PROMPT_TOKENS):
             return await scheduler_for(self.device).prefill(self.session)
         return await self._chunked(self.session.prefill, opening=True)
