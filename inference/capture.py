@@ -3,6 +3,7 @@
 """
 from __future__ import annotations
 
+import threading
 from contextlib import contextmanager
 from functools import lru_cache
 
@@ -20,15 +21,20 @@ LENS_COST_SHARE = 0.08  # otherwise: intermediate layers read so the lens costs 
 @contextmanager
 def residual_stream(model, adapter: FamilyAdapter):
     """Record what layer 0 receives, then each decoder layer's output (the residual stream); hooks are
-    always removed. Models that loop over their layers (several passes) keep the last pass."""
+    always removed. Models that loop over their layers (several passes) keep the last pass. Only this
+    thread's forward passes are recorded: the hooks sit on the shared model, and a pass another thread runs
+    meanwhile (a pass run ahead on the device thread while a test or a tool runs its own) is not this one's."""
     outputs: list[torch.Tensor] = []
     layers = adapter.layers(model)
+    mine = threading.get_ident()
 
     def record_input(_module, args, kwargs):
-        if not outputs:
+        if not outputs and threading.get_ident() == mine:
             outputs.append(args[0] if args else kwargs.get("hidden_states", next(iter(kwargs.values()), None)))
 
     def record(_module, _inputs, output):
+        if threading.get_ident() != mine:
+            return
         outputs.append(output[0] if isinstance(output, (tuple, list)) else output)  # (batch, seq, hidden)
         if len(outputs) > len(layers) + 1:  # a second pass over the layers: keep the latest
             del outputs[1]

@@ -298,3 +298,15 @@ def test_a_fork_or_a_stop_after_a_forward_ahead_drops_it(model, request):
     a.truncate(2)
     b.truncate(2)
     assert a.ahead is None and a.kv() == b.kv() and a.ids == b.ids
+
+
+def test_a_capture_records_only_its_own_threads_forward_passes(stories):
+    """The residual-stream hooks sit on the shared model: a pass another thread runs while a capture is open (a pass run
+    ahead on the device thread while a test runs its own) is not recorded in it, and the capture's own pass still is."""
+    from inference.capture import residual_stream
+    other = torch.tensor([[1, 403, 407, 260, 300, 301, 302, 303]])  # 8 positions: another visitor's pass
+    with torch.no_grad(), residual_stream(stories.model, stories.adapter) as residuals:
+        DEVICE.submit(stories.model, input_ids=other).result(timeout=60)
+        assert residuals == []  # nothing of the other thread's pass
+        stories.model(input_ids=torch.tensor([[1, 403]]))
+    assert len(residuals) == stories.description.layers + 1 and {tuple(r.shape[:2]) for r in residuals} == {(1, 2)}
