@@ -75,7 +75,8 @@ def main(argv=None) -> int:
     report.update(workers=args.workers, tokens=args.tokens, stopped_on_ctrl_c=stopped)
     report["errors"] = [f"{e.get('code')}: {e.get('message')}" for e in report["errors"]]
     print(json.dumps(report) if args.json else "\n".join(f"{k:28} {v}" for k, v in report.items()))
-    ok = report["done_with_one_press"] == args.students and report["places_moved_up_only"] and stopped
+    ok = (report["done_with_one_press"] == args.students and not report["errors"] and report["places_moved_up_only"]
+          and stopped)
     if not ok:
         print(log_tail, file=sys.stderr)
     return 0 if ok else 1

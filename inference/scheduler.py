@@ -94,6 +94,10 @@ class StepScheduler:
         return (self._asking(self.waiting) or self._asking(self.prefilling) or self.in_flight
                 or (bool(self.returning) and time.monotonic() - self.ticked_at < within))
 
+    def tick_rows(self) -> int:
+        """The sessions that will step in the next tick (the last tick's, with those just prefilled)."""
+        return len(self.returning)
+
     @staticmethod
     def _asking(queue: list) -> bool:
         """Some request in the queue is still awaited (a run that ended while it waited cancelled its own)."""

@@ -176,3 +176,30 @@ async def test_a_runs_checks_go_after_visitors_calls_and_take_a_small_share_whil
     due.clear()  # no tick due: the checks go
     await asyncio.gather(*checks)
     assert ran[4:] == ["check 1", "check 2"]
+
+
+
+async def test_a_class_s_checks_take_one_decoding_visitors_part_of_the_check_share():
+    """The checks' share is CHECK_SHARE of one decoding visitor's part of the ticks: time that a lone visitor's
+    check may still take holds a class's checks back while its ticks come (at 32 visitors, 0.15 of the device
+    cost the class 14% of its tokens per second; its checks go once its runs end)."""
+    executor = DeviceExecutor("model-check-rows-test")
+    due, ran = threading.Event(), []
+    executor.tick_due = lambda within=None: due.is_set()
+    due.set()
+    executor.pace.add(TICK, 1.0)
+    executor.pace.add("check", CHECK_SHARE / 4)  # a quarter of the share: a lone visitor's check may go on
+    executor.tick_rows = lambda: 8  # a class of 8 decodes: their checks' share is CHECK_SHARE / 8, used up
+    gate = threading.Event()
+    blocked = asyncio.wrap_future(executor.submit_at(STEP, gate.wait, TICK))
+    check = asyncio.wrap_future(executor.submit_at(CHECK, lambda: ran.append("check"), "10.0.0.7"))
+    assert executor._ticks_first(CHECK)  # the check waits for the class's ticks...
+    tick = asyncio.wrap_future(executor.submit_at(STEP, lambda: ran.append("tick"), TICK))
+    gate.set()
+    await asyncio.gather(blocked, tick)
+    assert ran == ["tick"] and executor.waiting(CHECK) == 1
+    executor.tick_rows = lambda: 1  # ...until one visitor decodes: its check has had a quarter of its share
+    assert not executor._ticks_first(CHECK)
+    await check
+    assert ran == ["tick", "check"]
+    executor.shutdown()

@@ -23,8 +23,9 @@ def test_a_class_pressing_enter_together_all_get_done_with_one_press():
     assert result.stdout.strip(), result.stderr[-4000:]
     report = json.loads(result.stdout)
     print(json.dumps(report, indent=1))
-    assert report["errors"] == [] and report["busy"] == 0, report
-    assert report["done_with_one_press"] == students, report
+    log_tail = result.stderr[-4000:]  # the workshop's log, printed by the bench when not every student was done
+    assert report["errors"] == [] and report["busy"] == 0, (report, log_tail)
+    assert report["done_with_one_press"] == students, (report, log_tail)
     # past the 16 slots (2 workers x 8) some waited; how far back depends on how fast the first runs end
     assert report["waited_in_line"] > 0 and report["furthest_place"] >= 1, report
     assert report["places_moved_up_only"] and report["stopped_on_ctrl_c"], report
