@@ -3,13 +3,16 @@
 """
 from __future__ import annotations
 
+import json
 import threading
 from contextlib import contextmanager
 from functools import lru_cache
+from typing import NamedTuple
 
 import torch
 
 from .adapters import FamilyAdapter
+from .wire.packing import PlainList
 
 LENS_TOP = 5  # tokens per layer in the logit lens
 LOGITS_TOP = 10  # tokens of the final distribution a payload lists
@@ -124,11 +127,60 @@ def top_tokens(logits: torch.Tensor, k: int = LOGITS_TOP) -> list[list[tuple[int
     return [list(zip(i, v, p)) for i, v, p in zip(ids.tolist(), values.tolist(), probs.tolist())]
 
 
-def head_top_keys(attn: torch.Tensor, k: int = HEAD_TOP_KEYS) -> tuple[list, list]:
+class TopKeys(NamedTuple):
+    """A query row's strongest keys per head, as the wire lists them, and the bytes those two lists encode to."""
+    keys: list  # (layers, heads, k) key positions
+    weights: list  # (layers, heads, k) their weights, 4 decimals
+    encoded_bytes: int | None  # json.dumps of both lists, counted from the tensors (None: not countable so)
+
+
+def head_top_keys(attn: torch.Tensor, k: int = HEAD_TOP_KEYS) -> TopKeys:
     """For one query row per head: the strongest keys and their weights. attn: (layers, heads, keys)."""
     k = min(k, attn.shape[-1])
     weights, keys = attn.float().topk(k, dim=-1)  # (layers, heads, k)
-    return keys.tolist(), (weights.double() * 1e4).round().div(1e4).tolist()  # 4 decimals, as round(w, 4)
+    tenths = (weights.double() * 1e4).round()  # (layers, heads, k): 4 decimals, as round(w, 4)
+    listed = tenths.div(1e4).tolist()
+    for layer, head, n in torch.nonzero((tenths == 0) | (tenths == 1e4)).tolist():
+        listed[layer][head][n] = int(listed[layer][head][n])  # 0 and 1 as a browser writes them (PlainList)
+    return TopKeys(PlainList(keys.tolist()), PlainList(listed), top_lists_bytes(keys, tenths))
+
+
+def top_lists_bytes(keys: torch.Tensor, tenths: torch.Tensor) -> int | None:
+    """What json.dumps writes for keys.tolist() and (tenths / 1e4).tolist(), counted without writing it (a step
+    decides from its encoded size whether every head's row fits its frame; writing ~800 floats cost a third of
+    the step's capture). Weights outside [0, 1] or not finite: None (the caller writes them)."""
+    if keys.numel() == 0:
+        return nested_list_bytes(keys) + nested_list_bytes(tenths)
+    low, high = torch.aminmax(tenths)
+    if not (0 <= low and high <= 1e4) or bool(tenths.signbit().any()) or keys.min() < 0:  # NaN fails both
+        return None
+    keys_chars = decimal_chars(int(keys.max()) + 1)[keys]  # "70": 2
+    weight_chars = WEIGHT_CHARS[tenths.long()]  # "0", "1", "0.12", "0.1234"
+    return nested_list_bytes(keys_chars) + nested_list_bytes(weight_chars)
+
+
+def decimal_chars(count: int) -> torch.Tensor:
+    """(n >= count,) the characters of 0, 1, 2... written in decimal (read only)."""
+    return _decimal_chars(max(4096, 1 << (count - 1).bit_length()))
+
+
+@lru_cache(maxsize=8)
+def _decimal_chars(n: int) -> torch.Tensor:
+    with torch.inference_mode(False):
+        return torch.tensor([len(str(i)) for i in range(n)])
+
+
+with torch.inference_mode(False):  # each weight w = t / 1e4 (t = 0..10,000) as json.dumps writes it: 0 and 1 as ints
+    WEIGHT_CHARS = torch.tensor([len(json.dumps(t // 10_000 if t in (0, 10_000) else t / 1e4)) for t in range(10_001)])
+
+
+def nested_list_bytes(chars: torch.Tensor) -> int:
+    """json.dumps' length of a nested list whose leaves encode to `chars` characters each: "[a, b]" per list."""
+    total, lists = int(chars.sum()), 1
+    for n in chars.shape:
+        total += lists * (2 + 2 * max(n - 1, 0))  # brackets, ", " between items
+        lists *= n
+    return total
 
 
 def block_average(matrix: torch.Tensor, blocks: int) -> torch.Tensor:

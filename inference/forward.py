@@ -64,11 +64,14 @@ def plain_cache(cache) -> bool:
 
 
 def cache_holding(pairs) -> DynamicCache:
-    """A DynamicCache of plain layers holding these (keys, values) as they are (its constructor copies them)."""
+    """A DynamicCache of plain layers holding these (keys, values) as they are (its constructor copies them).
+    Each layer is set as DynamicLayer.lazy_initialization sets it, less the two empty tensors it makes to be
+    replaced at once (60 per SmolLM2 row, every row of every tick: most of a row's cache;
+    tests/inference/test_stacked_cache.py holds the two ways equal)."""
     pairs = list(pairs)
     cache = DynamicCache(ddp_cache_data=[(None, None)] * len(pairs))  # empty DynamicLayers
     for layer, (keys, values) in zip(cache.layers, pairs):
-        layer.lazy_initialization(keys, values)
+        layer.device, layer.is_initialized = keys.device, True
         layer.keys, layer.values = keys, values
     return cache
 

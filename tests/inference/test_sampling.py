@@ -164,3 +164,22 @@ def test_tied_top_logits_rank_in_id_order_so_greedy_takes_the_first_and_the_top_
     assert result.token_id == int(logits.argmax()) == 10
     assert result.probs_top[0] == (10, 1.0)  # temperature 0: all the mass on argmax's pick
     assert [row[0] for row in top_tokens(logits[None], 4)[0]] == [10, 500, 30_000, 40_000]
+
+
+@pytest.mark.parametrize("generated", [0, 3, 4, 9])
+def test_min_new_tokens_masks_exactly_as_transformers_processor_with_its_mask_made_once(generated):
+    """MinNewTokens keeps transformers' MinNewTokensLengthLogitsProcessor's scores, its EOS mask made once per
+    vocabulary (transformers builds it at every call); past min_new_tokens the scores are a copy, as there."""
+    from transformers import MinNewTokensLengthLogitsProcessor
+
+    from inference.sampling import MinNewTokens
+    prompt, eos = 5, [2, 7, 40]
+    input_ids = torch.arange(prompt + generated)[None] % 50  # (1, prompt + generated)
+    scores = torch.randn(1, 50)
+    theirs = MinNewTokensLengthLogitsProcessor(prompt, 4, eos)(input_ids, scores)
+    for _ in range(2):  # the second call reads the mask made by the first
+        ours = MinNewTokens(prompt, 4, eos)(input_ids, scores)
+        assert torch.equal(ours, theirs) and ours is not scores
+    assert torch.isinf(ours[0, eos]).all() == (generated < 4)
+    with pytest.raises(ValueError, match="min_new_tokens"):
+        MinNewTokens(prompt, -1, eos)  # transformers' own validation

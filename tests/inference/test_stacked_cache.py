@@ -1,6 +1,7 @@
 """The kept stack (inference/stacked_cache.py): ticks of the same sessions feed the last tick's stacked cache again,
 every row still equals its lone run, and a session that leaves the stack owns its cache."""
 import pytest
+import torch
 
 from inference import batched_decode as sched
 from inference.stacked_cache import KeptStack, storage_of
@@ -73,3 +74,25 @@ def test_a_cache_changed_between_ticks_is_restacked(stories, monkeypatch, change
     after = sched.step_all(sessions, kept)
     assert restacks == [3, 3]
     close(after[1], twin.step(), "the step after the change")
+
+
+def test_a_cache_holding_tensors_has_the_layers_lazy_initialization_gives():
+    """cache_holding sets each layer as transformers' DynamicLayer.lazy_initialization does (less the empty
+    tensors it makes to be replaced): the same attributes, the same values, and the cache works as one."""
+    from transformers.cache_utils import DynamicCache
+
+    from inference.forward import cache_holding
+    keys, values = torch.randn(1, 2, 5, 4), torch.randn(1, 2, 5, 4)
+    ours = cache_holding([(keys, values)] * 3)
+    theirs = DynamicCache(ddp_cache_data=[(None, None)] * 3)
+    for layer in theirs.layers:
+        layer.lazy_initialization(keys, values)
+        layer.keys, layer.values = keys, values
+    for mine, made in zip(ours.layers, theirs.layers):
+        assert type(mine) is type(made) and vars(mine).keys() == vars(made).keys()
+        assert all(getattr(mine, name) is getattr(made, name) or getattr(mine, name) == getattr(made, name)
+                   for name in vars(made) if name not in ("keys", "values"))
+        assert mine.keys is keys and mine.values is values
+    more = torch.randn(1, 2, 1, 4)
+    assert torch.equal(ours.update(more, more, 0)[0], theirs.update(more, more, 0)[0])
+    assert ours.get_seq_length() == theirs.get_seq_length() == 6

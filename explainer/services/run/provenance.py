@@ -16,6 +16,8 @@ import logging
 from django.core.cache import cache
 from django.utils.crypto import constant_time_compare, salted_hmac
 
+from inference.wire.packing import PlainList
+
 log = logging.getLogger(__name__)
 # What the page keeps of a run (save-run.js); in compare mode run B's payloads (`run: "b"`) and the `compare`s too
 RECORDED = ("session", "prefill", "step", "done", "check", "detail", "compare")
@@ -25,6 +27,8 @@ SALT = "hit-enter.recorded-run"
 
 def _plain(value):
     """JSON as a browser re-encodes it: 2.0 reads back as 2, so integral floats become ints."""
+    if type(value) is PlainList:  # so already, by its builder (a step's top keys and weights)
+        return value
     if isinstance(value, float) and value.is_integer():
         return int(value)
     if isinstance(value, dict):
