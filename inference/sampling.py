@@ -11,6 +11,7 @@ import secrets
 from dataclasses import asdict, dataclass, field, fields
 from functools import lru_cache
 
+import numpy as np
 import torch
 from transformers import (
     LogitsProcessor,
@@ -222,9 +223,17 @@ def stage_record(name: str, applied: bool, scores: torch.Tensor, top_n: int = ST
     return {
         "name": name,
         "applied": applied,
-        "survivors": int(torch.isfinite(scores[0]).sum()),
+        "survivors": finite_count(scores[0]),
         "top": [{"id": int(i), "value": round(float(v), 4) if math.isfinite(v) else None} for v, i in zip(values.tolist(), ids.tolist())],
     }
+
+
+def finite_count(row: torch.Tensor) -> int:
+    """The entries that are finite (a stage's survivors): every one when the row's sum is (one pass, no mask: a
+    sum with an infinity or a NaN in it is not finite), else counted (numpy's count on a CPU: a third of torch's)."""
+    if math.isfinite(float(row.sum())):
+        return row.numel()
+    return int(np.isfinite(row.float().numpy()).sum()) if row.device.type == "cpu" else int(torch.isfinite(row).sum())
 
 
 def run_stages(input_ids: torch.LongTensor, logits: torch.Tensor, params: SamplingParams,

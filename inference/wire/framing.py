@@ -16,9 +16,9 @@ PART_OVERHEAD = 256  # room for a part's own fields and one piece's path
 
 
 class Encoded(dict):
-    """A message with the text frame it encodes to (strict json.dumps, as strict_text
-    encodes it): made just before sending (split_message), so the size and the socket share one
-    encoding. Never changed after it is made."""
+    """A message with the text frame it goes out as (strict JSON: json.dumps as strict_text encodes it, or a
+    recorded message's canonical text, explainer/services/run/provenance.py): made just before sending, so the
+    size and the socket share one encoding. Never changed after it is made."""
     __slots__ = ("text",)
 
     def __init__(self, message: dict, text: str):

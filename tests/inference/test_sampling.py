@@ -183,3 +183,12 @@ def test_min_new_tokens_masks_exactly_as_transformers_processor_with_its_mask_ma
     assert torch.isinf(ours[0, eos]).all() == (generated < 4)
     with pytest.raises(ValueError, match="min_new_tokens"):
         MinNewTokens(prompt, -1, eos)  # transformers' own validation
+
+
+@pytest.mark.parametrize("row", [
+    torch.randn(50), torch.full((50,), -math.inf), torch.tensor([1.0, -math.inf, 2.0, math.nan, 3.0]),
+    torch.tensor([3e38, 3e38, 1.0]),  # finite entries whose sum is not: counted
+    torch.tensor([math.inf, -math.inf]), torch.tensor([-math.inf] * 7 + [0.5])])
+def test_a_stages_survivors_are_its_finite_entries(row):
+    from inference.sampling import finite_count
+    assert finite_count(row) == int(torch.isfinite(row).sum())

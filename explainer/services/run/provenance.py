@@ -38,9 +38,15 @@ def _plain(value):
     return value
 
 
+def canonical_text(payload: dict) -> str:
+    """A payload as the digest reads it: sorted keys, no spaces, ASCII, integral floats as ints (strict JSON: a
+    ValueError on NaN or infinity). A recorded message goes out as this text too (RunDigest.saw)."""
+    return json.dumps(_plain(payload), sort_keys=True, separators=(",", ":"), allow_nan=False)
+
+
 def canonical(payload: dict) -> bytes:
-    """One payload's bytes for the digest: sorted keys, no spaces, ASCII, integral floats as ints."""
-    return json.dumps(_plain(payload), sort_keys=True, separators=(",", ":"), allow_nan=False).encode() + b"\n"
+    """One payload's bytes for the digest: its canonical text and a newline."""
+    return canonical_text(payload).encode() + b"\n"
 
 
 def digest(payloads: list[dict]) -> str:
@@ -78,20 +84,24 @@ class RunDigest:
         self.hash = None
         self.done = False
 
-    def saw(self, message: dict) -> None:
+    def saw(self, message: dict) -> str | None:
+        """Hash a message the page records; its canonical text, which the socket sends as the message's frame (one
+        encoding for both: a class's steps are ~40 KB each), or None when the recording does not take it."""
         kind = message.get("type")
         if kind not in RECORDED or (kind != "session" and self.hash is None):
-            return
+            return None
         if kind == "session" and message.get("run") is None:  # run B's session is part of run A's recording
             self.hash, self.done = hashlib.sha256(), False
         try:
-            self.hash.update(canonical(message))
+            text = canonical_text(message)
         except ValueError:  # not strict JSON: the send path refuses it, the page never records it
             self.hash = None
-            return
+            return None
+        self.hash.update(text.encode() + b"\n")
         self.done = self.done or kind == "done"
         if self.done:  # the page may save from here on (the checks follow the done)
             try:
                 cache.set(_key(self.hash.hexdigest()), True, KEPT_S)
             except Exception:  # the cache down: the run goes on, its recording will read "not verified"
                 log.warning("could not remember a run's digest", exc_info=True)
+        return text

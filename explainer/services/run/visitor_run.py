@@ -20,7 +20,7 @@ from explainer.services.run import paused
 from explainer.services.run.pair import ComparedRun
 from explainer.services.run.control import FINISHED, HELD, PAUSED, PAUSED_MEMORY, RUNNING, STOPPING, RunControl, status
 from inference.engine import GenerationSession
-from inference.wire.framing import split_message
+from inference.wire.framing import Encoded, split_message
 from explainer.messages import busy_payload
 from inference.wire.said import said
 
@@ -60,9 +60,11 @@ class VisitorRun(ComparedRun, Opening, OnDemandAnswers):
     async def send(self, message: dict) -> None:
         """Every message of this run goes out here, cut under the send cap, each frame counted (with its
         encoded size) for the outbound window."""
-        self.digest.saw(message)
+        text, cap = self.digest.saw(message), settings.EXPLAINER_MAX_SEND_BYTES
+        if text and len(text) <= cap:  # one frame: the text its digest read (a larger one is cut from json.dumps)
+            message = Encoded(message, text)
         async with self.sending:
-            for frame in split_message(message, settings.EXPLAINER_MAX_SEND_BYTES):
+            for frame in split_message(message, cap):
                 self.window.count_sent(await self.deliver(frame) or 0)
 
     async def reply(self, message: dict) -> None:
