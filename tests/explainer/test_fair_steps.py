@@ -203,3 +203,22 @@ async def test_a_class_s_checks_take_one_decoding_visitors_part_of_the_check_sha
     await check
     assert ran == ["tick", "check"]
     executor.shutdown()
+
+
+async def test_a_device_thread_runs_torch_on_the_devices_threads_and_the_loader_on_one(monkeypatch):
+    """One team of torch helper threads per device thread: the loader's thread runs on one thread (an idle team
+    beside the device's made every operation of its forward wait for a sleeping helper), whatever count the last
+    thread to set one left for new threads."""
+    from explainer.services.device import executors
+    monkeypatch.setattr(executors, "DEVICE_THREADS", 2)
+    before = torch.get_num_threads()
+    try:
+        torch.set_num_threads(1)  # what a new thread would take
+        device = DeviceExecutor("model-threads-test", executors.DEVICE_THREADS)
+        loader = DeviceExecutor("model-loader-test", 1)
+        assert await asyncio.wrap_future(device.submit(torch.get_num_threads)) == 2
+        assert await asyncio.wrap_future(loader.submit(torch.get_num_threads)) == 1
+        device.shutdown(), loader.shutdown()
+    finally:
+        torch.set_num_threads(before)
+    assert executors.executor_for("loader").threads == 1

@@ -43,6 +43,11 @@ CHECK_SHARE = 0.15  # ...and checks this much of one decoding visitor's part (a 
 CHECK_HORIZON_S = 1.0  # checks yield to ticks whose sessions will ask within this long (a class's sends take a while)
 SHARES = {STEP: ("other", OTHER_SHARE), CHECK: ("check", CHECK_SHARE)}  # priority -> its pace's name and share
 MIN_CHUNK_TOKENS = 8
+# torch's intra-op threads for a device's model thread; the loader's thread runs on one. libgomp keeps a team of
+# helper threads for every thread that ran a parallel region; with more of them alive than cores, idle helpers
+# sleep instead of spinning and each operation of a forward waits for its helper to wake: beside the loader's
+# idle team, a class's decode forward on SmolLM2 (2 cores) took 155 ms instead of 120.
+DEVICE_THREADS = torch.get_num_threads()
 
 _lock = threading.Lock()
 _executors: dict[str, "DeviceExecutor"] = {}
@@ -51,8 +56,9 @@ _executors: dict[str, "DeviceExecutor"] = {}
 class DeviceExecutor(Executor):
     """A single worker thread with a priority queue: a measurement waits while any visitor's call waits."""
 
-    def __init__(self, name: str):
+    def __init__(self, name: str, threads: int = DEVICE_THREADS):
         self._cv = threading.Condition()
+        self.threads = threads  # torch's intra-op threads on this executor's thread (DEVICE_THREADS)
         self._queue: list[tuple[int, int, Future, object, object]] = []  # (priority, order, future, fn, owner)
         self.usage = DecayedUsage(USAGE_HALF_LIFE_S)  # owner -> recent device seconds
         self.pace = DecayedUsage(PACE_HALF_LIFE_S)  # TICK, "other" and "check" -> recent device seconds
@@ -154,6 +160,8 @@ class DeviceExecutor(Executor):
         return priority, future, fn, meta
 
     def _work(self) -> None:
+        torch.get_num_threads()  # torch sets a thread's count from the last one set anywhere at its first call...
+        torch.set_num_threads(self.threads)  # ...so this thread's own count comes after it
         while (call := self._next()) is not None:
             self._run(*call)
 
@@ -235,7 +243,7 @@ def executor_for(device: str) -> DeviceExecutor:
     """A single worker per device: visitors' steps interleave step by step instead of fighting for cores."""
     with _lock:
         if device not in _executors:
-            _executors[device] = DeviceExecutor(f"model-{device}")
+            _executors[device] = DeviceExecutor(f"model-{device}", 1 if device == "loader" else DEVICE_THREADS)
         return _executors[device]
 
 
