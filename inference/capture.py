@@ -143,8 +143,8 @@ def head_top_keys(attn: torch.Tensor, k: int = HEAD_TOP_KEYS) -> TopKeys:
     keys = keys.cpu().numpy()
     tenths = np.round(weights.cpu().double().numpy() * 1e4)  # (layers, heads, k): 4 decimals, as round(w, 4)
     listed = (tenths / 1e4).tolist()
-    for layer, head, n in np.argwhere((tenths == 0) | (tenths == 1e4)).tolist():
-        listed[layer][head][n] = int(listed[layer][head][n])  # 0 and 1 as a browser writes them (PlainList)
+    for layer, head, n in np.argwhere(tenths % 1e4 == 0).tolist():  # 0 and 1 (any whole weight: a row's sums)
+        listed[layer][head][n] = int(listed[layer][head][n])  # as a browser writes them (PlainList)
     return TopKeys(PlainList(keys.tolist()), PlainList(listed), top_lists_bytes(keys, tenths))
 
 

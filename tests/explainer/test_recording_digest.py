@@ -4,6 +4,7 @@ the digest takes as they are: the bytes are the ones a full walk gives, so recor
 import json
 
 import pytest
+import torch
 from hypothesis import given, settings
 
 from explainer.services.run import provenance
@@ -44,3 +45,15 @@ async def test_a_recorded_message_goes_out_as_the_text_its_digest_read_and_the_r
     payloads[-2]["token"]["prob"] = 0.5  # a changed figure: a digest never sent
     assert not provenance.produced_here(payloads)
     await comm.disconnect()
+
+
+def test_whole_weights_of_any_size_are_written_as_ints():
+    """A row that is not an attention row's (weights summed over heads, a model's odd output) keeps the PlainList
+    promise too: 2.0 goes out as 2, as a browser writes it back, so the digest's skip stays exact."""
+    attn = torch.full((1, 2, 4), 0.25)
+    attn[0, 1] = torch.tensor([2.0, 3.0, -0.0, 0.5])
+    top = head_top_keys(attn)
+    flat = [w for layer in top.weights for head in layer for w in head]
+    assert not any(isinstance(w, float) and w.is_integer() for w in flat) and 2 in flat and 3 in flat
+    walked = {"w": [[list(h) for h in layer] for layer in top.weights]}
+    assert provenance.canonical({"w": top.weights}) == provenance.canonical(walked)
