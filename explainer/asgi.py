@@ -15,10 +15,12 @@ from django.conf import settings  # noqa: E402
 from explainer.cors import CorsMiddleware  # noqa: E402
 from explainer.origins import SameOriginValidator  # noqa: E402
 from explainer.daphne_patch import patch_daphne_shutdown  # noqa: E402
+from explainer.services.device.executors import serial_torch_here  # noqa: E402
 from explainer.routing import embed_patterns, site_patterns  # noqa: E402
 from explainer.worker import worker_router  # noqa: E402
 
 patch_daphne_shutdown()
+serial_torch_here()  # this thread runs the event loop: model work runs on the devices' threads (executors.py)
 
 
 class WebSocketRouter:

@@ -1,8 +1,10 @@
 """The causal-mask check of a prompt prefilled in chunks (issue 22, N2b): the twin goes through the chunks the
 run's own prefill went through, one device call each, and positions before the change still move by exactly 0."""
+import contextlib
 from dataclasses import replace
 
 import pytest
+from torch.overrides import TorchFunctionMode
 
 from explainer.services.run import after_run_checks
 from inference.engine import GenerationSession
@@ -32,16 +34,8 @@ def test_a_chunked_prefills_check_feeds_its_twin_through_the_same_chunks(stories
         assert session.prefill_part(tokens)
     session.prefill()
     assert session.prefill_chunked == [5, 16, 7, 10]
-    calls = after_run_checks.causal_calls(session)
-    fed = []
-    call = next(calls)
-    try:
-        while True:
-            fed.append(getattr(call, "tokens", None))
-            call = calls.send(call())
-    except StopIteration as done:
-        check = done.value
-    assert fed == [5, 16, 7, 10, None]  # the twin's chunks, then the comparison: no call runs a whole prompt
+    fed, check = device_calls(after_run_checks.causal_calls(session))
+    assert fed == [5, 16, 7, 10, "result", None]  # the twin's chunks, joined, then the comparison: none a whole prompt
     data = check["data"]
     assert check["passed"] and data["max_abs_change"][:data["change_at"]] == [0.0] * data["change_at"]
     assert max(data["max_abs_change"][data["change_at"]:]) > 0  # the change itself moved what comes after
@@ -65,15 +59,56 @@ def test_a_prompt_checked_lately_is_not_run_again(stories):
     assert reused["passed"] and second.prefill_hidden is None  # its own residuals are freed all the same
 
 
-def device_calls(calls) -> tuple[list, dict]:
-    """Run the check's device calls one by one: (the prompt tokens each fed, None for the comparison), the check."""
-    fed, call = [], next(calls)
+class TorchCalls(TorchFunctionMode):
+    """Every torch operation called while it is on (on this thread: torch's function modes are per thread)."""
+
+    def __init__(self):
+        super().__init__()
+        self.names = []
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        name = getattr(func, "__qualname__", None) or repr(func)
+        if not name.endswith("__get__"):  # an attribute read (a tensor's shape, device): no operation runs
+            self.names.append(name)
+        return func(*args, **(kwargs or {}))
+
+
+def device_calls(calls, between: TorchCalls | None = None) -> tuple[list, dict]:
+    """Run the check's device calls one by one: (the prompt tokens each fed, "result" for the join of a pass's
+    chunks, None for the comparison), the check. `between`: on while the check's own code runs between its calls,
+    as it does on the event loop (after_run_checks.causal_mask_on)."""
+    between = between or contextlib.nullcontext()
+    fed = []
     try:
+        with between:
+            call = next(calls)
         while True:
-            fed.append(getattr(call, "tokens", None))
-            call = calls.send(call())
+            fed.append(getattr(call, "tokens", None) or getattr(call, "__name__", None))
+            done = call()
+            with between:
+                call = calls.send(done)
     except StopIteration as done:
         return fed, done.value
+
+
+@pytest.mark.parametrize("how", ["chunked", "from_prefix"])
+def test_a_check_runs_torch_only_in_its_device_calls_never_on_the_event_loop(stories, how):
+    """Between its device calls a check's code runs on the event loop (causal_mask_on), which must not run torch: an
+    operation run there in parallel gives the loop's thread a helper team of its own for good, and with more helper
+    threads than cores the device's helpers sleep between operations (a class's decode forward on 2 cores: +25%). The
+    join of a pass's chunks (torch.cat) ran there."""
+    after_run_checks.CHECKED.clear()
+    if how == "chunked":
+        ids = [1] + [403 + (n * 7) % 90 for n in range(37)]
+        session = GenerationSession(stories, build_prompt(stories.tokenizer, input_ids=ids),
+                                    SamplingParams.from_dict({"max_new_tokens": 2}), prefill_chunk=16)
+        session.prefill()
+    else:
+        session = prefix_then(stories, SHARED + [60, 61], SHARED + [62, 63, 64], 2)
+    between = TorchCalls()
+    fed, check = device_calls(after_run_checks.causal_calls(session), between)
+    assert between.names == []
+    assert fed.count("result") == (1 if how == "chunked" else 2) and check["passed"]  # each pass joined on the device
 
 
 def prefix_then(loaded, first: list[int], second: list[int], chunk: int | None = None):
@@ -104,7 +139,7 @@ def test_a_check_after_a_prefix_cache_hit_runs_only_the_positions_after_the_pref
     fed, check = device_calls(after_run_checks.causal_calls(session))
     rest = len(second) - shared
     sizes = [2, 1] if model == "stories" else [rest]
-    assert sum(sizes) == rest and fed == sizes + sizes + [None]  # two passes of the rest, none of the whole prompt
+    assert sum(sizes) == rest and fed == sizes + ["result"] + sizes + ["result", None]  # two passes of the rest, none whole
     data = check["data"]
     at = data["change_at"]
     assert data["from_prefix_cache"] == shared < at and session.prefix is None  # the prefix's tensors are let go

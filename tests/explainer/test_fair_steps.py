@@ -3,6 +3,7 @@ with long prefills and a measurement. Asserted on what ran on the device thread,
 much, never on times."""
 import asyncio
 import threading
+from pathlib import Path
 
 import pytest
 import torch
@@ -203,6 +204,22 @@ async def test_a_class_s_checks_take_one_decoding_visitors_part_of_the_check_sha
     await check
     assert ran == ["tick", "check"]
     executor.shutdown()
+
+
+def test_the_servers_event_loop_thread_runs_torch_on_one_thread_and_its_devices_on_theirs():
+    """The ASGI application, once imported, leaves its thread (Daphne's event loop) on one torch thread: an operation
+    run there in parallel would give it a helper team beside the device's. The devices keep the count the process
+    had (two here, set as on a 2-core machine: the test suite itself runs on one)."""
+    import os
+    import subprocess
+    import sys
+    code = ("import torch; import explainer.asgi; from explainer.services.device import executors; "
+            "print(torch.get_num_threads(), executors.DEVICE_THREADS)")
+    env = {**os.environ, "OMP_NUM_THREADS": "2"}
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120,
+                         cwd=Path(__file__).resolve().parents[2])
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.split()[-2:] == ["1", "2"]
 
 
 async def test_a_device_thread_runs_torch_on_the_devices_threads_and_the_loader_on_one(monkeypatch):

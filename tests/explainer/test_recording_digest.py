@@ -2,6 +2,7 @@
 integral floats as ints. A step's top keys and weights come as PlainLists, built without integral floats, which
 the digest takes as they are: the bytes are the ones a full walk gives, so recordings stored before still verify."""
 import json
+import threading
 
 import pytest
 import torch
@@ -9,6 +10,7 @@ from hypothesis import given, settings
 
 from explainer.services.run import provenance
 from inference.capture import head_top_keys
+from inference.wire.framing import join_message
 from tests.explainer.test_consumer import START
 from tests.inference.test_top_keys_bytes import attention_rows
 from tests.support import connect
@@ -44,6 +46,58 @@ async def test_a_recorded_message_goes_out_as_the_text_its_digest_read_and_the_r
     assert provenance.produced_here(payloads)  # this server sent exactly these
     payloads[-2]["token"]["prob"] = 0.5  # a changed figure: a digest never sent
     assert not provenance.produced_here(payloads)
+    await comm.disconnect()
+
+
+@pytest.mark.usefixtures("stories_model")  # tests/explainer/conftest.py
+async def test_a_ticks_steps_get_their_canonical_text_on_the_device_thread_not_on_the_event_loop(monkeypatch):
+    """A decode tick's steps are encoded where they were made, between two forward passes (scheduler.encoded_tick):
+    the event loop, which runs beside the next forward pass, neither writes them nor hashes a second text."""
+    made = []
+    original = provenance.canonical_text
+
+    def canonical_text(payload):
+        made.append((payload.get("type"), threading.current_thread() is threading.main_thread()))
+        return original(payload)
+
+    monkeypatch.setattr(provenance, "canonical_text", canonical_text)
+    comm = await connect()
+    await comm.send_json_to(START)
+    steps = []
+    while (message := json.loads(text := await comm.receive_from(timeout=30)))["type"] != "done":
+        if message["type"] == "step":
+            steps.append(text)
+    assert len(steps) == 6 and all(t == original(json.loads(t)) for t in steps)
+    ticks = [on_loop for kind, on_loop in made if kind == "step"]
+    assert len(ticks) == 6 and not any(ticks)  # each once (step 1 too: sampled in a tick), none on the event loop
+    assert {"session", "prefill"} <= {kind for kind, on_loop in made if on_loop}  # what no tick makes: on the loop
+    await comm.disconnect()
+
+
+@pytest.mark.usefixtures("stories_model")
+async def test_a_ticks_step_over_the_send_cap_is_cut_into_parts_that_join_back_and_verify(settings):
+    """A step encoded on the device's thread but larger than the send cap goes out as a head and parts cut from
+    json.dumps (their sizes are json.dumps sizes), which join back to the step; the run still verifies."""
+    settings.EXPLAINER_MAX_SEND_BYTES = 3000
+    comm = await connect()
+    await comm.send_json_to(START)
+    recorded, frames, cut = [], [], 0
+    while True:
+        text = await comm.receive_from(timeout=30)
+        assert len(text) <= 3000
+        message = json.loads(text)
+        if frames or message.get("parts"):
+            frames.append(message)
+            if len(frames) < frames[0]["parts"] + 1:
+                continue
+            message, frames, cut = join_message(frames), [], cut + (message["type"] == "part")
+        if message["type"] in provenance.RECORDED:
+            recorded.append(message)
+        if message["type"] == "done":
+            break
+    steps = [m for m in recorded if m["type"] == "step"]
+    assert len(steps) == 6 and cut >= 6  # every step was cut, and joined back
+    assert provenance.produced_here(recorded)
     await comm.disconnect()
 
 

@@ -1,5 +1,6 @@
 """Batched decoding across sessions (issue 14): each session's row of one forward pass equals its lone run."""
 import asyncio
+import threading
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
@@ -13,6 +14,7 @@ from inference.sampling import SamplingParams
 from inference.scheduler import Arrivals, StepScheduler, batched_decode, can_batch, step_all
 
 DEVICE = ThreadPoolExecutor(1, thread_name_prefix="device")  # one thread, as a device's executor: calls in turn
+DEVICE_THREAD = DEVICE.submit(lambda: threading.current_thread().name).result()
 PROMPTS = [[1, 403], [1, 403, 407, 260, 300, 301, 302], [1, 310, 311, 312, 313, 314, 315, 316, 317, 318, 319, 320, 321]]
 STEPS = 8
 
@@ -110,6 +112,23 @@ async def test_the_scheduler_batches_sessions_that_ask_together(stories):
     assert (scheduler.ticks, scheduler.stepped) == (2, 3)
 
 
+async def test_a_ticks_steps_are_encoded_on_the_devices_thread_before_they_are_handed_out(stories):
+    """`encode` (the web side's frame text) runs on the device's thread, between its forward passes, for every step
+    of a tick; the event loop gets the encoded payloads, and a session's failure stays its own exception."""
+    sessions = stepped_once(stories)
+    sessions[2].stop()  # its step raises: handed to its future as it is, never encoded
+    loop, seen = asyncio.get_running_loop(), []
+
+    def encode(payload):
+        seen.append((payload["step"], threading.current_thread().name))
+        return {**payload, "encoded": True}
+
+    scheduler = StepScheduler(lambda fn: loop.run_in_executor(DEVICE, fn), max_batch=8, max_wait_s=0.001, encode=encode)
+    results = await asyncio.gather(*(scheduler.step(s) for s in sessions), return_exceptions=True)
+    assert [r["encoded"] for r in results[:2]] == [True, True] and isinstance(results[2], Exception)
+    assert sorted(seen) == [(2, DEVICE_THREAD), (2, DEVICE_THREAD)]
+
+
 LONG = [1] + list(range(300, 337))  # 38 tokens: chunks of 8 are 4 parts and a last chunk of 6
 
 
@@ -176,7 +195,7 @@ async def test_sessions_just_prefilled_sample_their_first_token_before_the_next_
 
     async def run(fn):
         inner = getattr(fn, "func", fn)
-        kind = getattr(inner, "func", inner).__name__  # prefill_all, step_all (a partial of its own) or _nothing
+        kind = getattr(inner, "func", inner).__name__  # prefill_all, encoded_tick (a tick), forward_ahead or _nothing
         if kind == "_nothing":  # the scheduler only waits for the device's turn
             return fn()
         if kind == "prefill_all" and not late:  # the latecomer asks while the first pass runs
@@ -194,8 +213,8 @@ async def test_sessions_just_prefilled_sample_their_first_token_before_the_next_
     steps.append(await asyncio.wait_for(late[0], 120))
     assert [[p["step"] for p in mine] for mine in steps] == [[1, 2]] * 3
     # forward_ahead: the next step's forward, run while a tick's steps go out (not while a prefill waits: it goes first)
-    assert log == [("prefill_all", [0, 1]), ("step_all", [0, 1]), ("prefill_all", [2]), ("step_all", [0, 1, 2]),
-                   ("forward_ahead", [2]), ("step_all", [2])]
+    assert log == [("prefill_all", [0, 1]), ("encoded_tick", [0, 1]), ("prefill_all", [2]), ("encoded_tick", [0, 1, 2]),
+                   ("forward_ahead", [2]), ("encoded_tick", [2])]
 
 
 async def test_a_session_that_leaves_is_not_waited_for_and_the_next_prefill_goes_at_once(stories, monkeypatch):

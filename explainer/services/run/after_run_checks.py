@@ -99,10 +99,11 @@ def from_prefix(session, ids: list[int], changed: list[int], position: int, repl
 
 
 def chunked_calls(feed):
-    """Each chunk of `feed` as its own device call; then its residuals."""
+    """Each chunk of `feed` as its own device call; then its residuals, joined by one more (no torch on the event
+    loop: see executors.serial_torch_here)."""
     for size in list(feed.sizes):
         yield Chunk(feed.feed, size)
-    return feed.result()
+    return (yield feed.result)
 
 
 def causal_change(session) -> tuple[int, int] | None:

@@ -16,6 +16,7 @@ import logging
 from django.core.cache import cache
 from django.utils.crypto import constant_time_compare, salted_hmac
 
+from inference.wire.framing import Encoded
 from inference.wire.packing import PlainList
 
 log = logging.getLogger(__name__)
@@ -42,6 +43,20 @@ def canonical_text(payload: dict) -> str:
     """A payload as the digest reads it: sorted keys, no spaces, ASCII, integral floats as ints (strict JSON: a
     ValueError on NaN or infinity). A recorded message goes out as this text too (RunDigest.saw)."""
     return json.dumps(_plain(payload), sort_keys=True, separators=(",", ":"), allow_nan=False)
+
+
+class Canonical(Encoded):
+    """A message with its canonical text, made where the message was made (a decode tick's steps: on the device's
+    thread, inference/scheduler.py encoded_tick); RunDigest.saw hashes that text and the socket sends it."""
+    __slots__ = ()
+
+
+def with_canonical_text(message: dict) -> dict:
+    """The message as Canonical; as it is when it is not strict JSON (RunDigest.saw and the send path refuse it)."""
+    try:
+        return Canonical(message, canonical_text(message))
+    except ValueError:
+        return message
 
 
 def canonical(payload: dict) -> bytes:
@@ -93,7 +108,7 @@ class RunDigest:
         if kind == "session" and message.get("run") is None:  # run B's session is part of run A's recording
             self.hash, self.done = hashlib.sha256(), False
         try:
-            text = canonical_text(message)
+            text = message.text if type(message) is Canonical else canonical_text(message)
         except ValueError:  # not strict JSON: the send path refuses it, the page never records it
             self.hash = None
             return None

@@ -60,9 +60,11 @@ class VisitorRun(ComparedRun, Opening, OnDemandAnswers):
     async def send(self, message: dict) -> None:
         """Every message of this run goes out here, cut under the send cap, each frame counted (with its
         encoded size) for the outbound window."""
-        text, cap = self.digest.saw(message), settings.EXPLAINER_MAX_SEND_BYTES
+        text, cap = self.digest.saw(message) or getattr(message, "text", None), settings.EXPLAINER_MAX_SEND_BYTES
         if text and len(text) <= cap:  # one frame: the text its digest read (a larger one is cut from json.dumps)
-            message = Encoded(message, text)
+            message = message if isinstance(message, Encoded) else Encoded(message, text)
+        elif isinstance(message, Encoded):
+            message = dict(message)  # cut into parts from json.dumps: part sizes are json.dumps sizes
         async with self.sending:
             for frame in split_message(message, cap):
                 self.window.count_sent(await self.deliver(frame) or 0)
