@@ -6,6 +6,7 @@ import re
 import struct
 import urllib.request
 import xml.etree.ElementTree as ET
+from decimal import ROUND_HALF_UP, Decimal
 from pathlib import Path
 
 import numpy as np
@@ -64,13 +65,21 @@ def copied(page) -> str:
     return page.evaluate("navigator.clipboard.readText()")
 
 
+def as_written(x, digits: int) -> str:
+    """x with `digits` decimals as the page writes it (lib/i18n.js decimal, Intl.NumberFormat): the shortest decimal
+    that reads back as x, rounded half away from zero. Python's format and toFixed round the binary value instead, and
+    differ at ties: a logit of 6.685 (sent with 3 decimals) reads 6.69 on the page, 6.68 in f"{x:.2f}"."""
+    exact = Decimal(repr(float(x))).quantize(Decimal(1).scaleb(-digits), rounding=ROUND_HALF_UP)
+    return f"{exact:.{digits}f}"
+
+
 def check_logits(page, scope, element_step: dict) -> None:
     """The logits SVG holds the step's top candidates: their token ids and raw logits, as drawn."""
     root, texts = svg_of(page, scope, "he-logits")
     joined = "\n".join(texts)
     for candidate in element_step["logits"]["top"][:3]:
         assert str(candidate["id"]) in texts, (candidate, texts[:40])
-        assert f"{candidate['logit']:.2f} · " in joined, (candidate, joined[:2000])
+        assert f"{as_written(candidate['logit'], 2)} · " in joined, (candidate, joined[:2000])
     assert len(list(root.iter(f"{SVG}rect"))) > 10  # the bars and chips are boxes, not a picture
 
 
@@ -79,7 +88,7 @@ def check_embeddings(page, scope, prefill: dict) -> None:
     root, texts = svg_of(page, scope, "he-embeddings")
     norms = unpack(prefill["embeddings"]["norms"])
     for norm in norms:
-        assert f"{norm:.2f}" in texts, (norm, texts)
+        assert as_written(norm, 2) in texts, (norm, texts)
     rows, dims = prefill["embeddings"]["slice"]["shape"]
     assert len(list(root.iter(f"{SVG}rect"))) >= rows * dims
 
@@ -94,7 +103,7 @@ def check_attention(page, scope, prefill: dict) -> None:
     layer, head = int(drawn.get_attribute("data-layer")) - 1, int(drawn.get_attribute("data-head"))  # as labelled
     full = unpack(attention["full"])[layer, head]  # [query, key]
     largest = max(full[r, c] for r in range(full.shape[0]) for c in range(r + 1))
-    assert f"largest weight here, {largest:.3f}" in " ".join(texts), texts  # a caption wraps over several lines
+    assert f"largest weight here, {as_written(largest, 3)}" in " ".join(texts), texts  # a caption wraps over lines
     fills = [r.get("fill") for r in root.iter(f"{SVG}rect")]
     assert "rgb(55, 105, 195)" in fills  # heat(1): the cell holding that weight
     cells = full.shape[0] * full.shape[1]

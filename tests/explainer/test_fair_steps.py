@@ -39,13 +39,14 @@ class DeviceLog:
     def __init__(self, executor: DeviceExecutor):
         self.executor, self.entries = executor, []
 
-    def submit(self, kind: str, fn):
-        """Run fn() on the device thread; it returns (what to log, what to hand back)."""
+    def submit(self, kind: str, fn, owner=None):
+        """Run fn() on the device thread; it returns (what to log, what to hand back). `owner`: as the server's
+        scheduler owns its calls (TICK for ticks and the forwards run ahead of them, executors.scheduler_for)."""
         def logged():
             noted, result = fn()
             self.entries.append((kind, noted))
             return result
-        return asyncio.wrap_future(self.executor.submit_at(STEP, logged))
+        return asyncio.wrap_future(self.executor.submit_at(STEP, logged, owner))
 
 
 async def test_a_decoding_visitor_is_not_starved_by_long_prefills_or_a_measurement(loaded):
@@ -55,7 +56,7 @@ async def test_a_decoding_visitor_is_not_starved_by_long_prefills_or_a_measureme
 
     def kind(fn) -> str:  # a tick, or the forward its continuing sessions get ahead of their next tick
         return "ahead" if getattr(fn, "func", None) is forward_ahead else "tick"
-    scheduler = StepScheduler(lambda fn: log.submit(kind(fn), lambda: (any(s is visitor for s in fn.args[0]), fn())),
+    scheduler = StepScheduler(lambda fn: log.submit(kind(fn), lambda: (any(s is visitor for s in fn.args[0]), fn()), TICK),
                               max_batch=8, max_wait_s=0)  # each tick logged with whether the visitor is in it
     await asyncio.wrap_future(executor.submit_at(STEP, visitor.prefill))
     visitor_done, measured, started = threading.Event(), [], threading.Event()

@@ -109,7 +109,8 @@ function formatter(options) {
   return formats.get(key);
 }
 
-/** `x` with exactly `digits` decimals and no grouping: what x.toFixed(digits) writes, in the current language. */
+/** `x` with exactly `digits` decimals and no grouping, in the current language: toFixed's digits, except at a tie,
+ * which Intl rounds on x's shortest decimal, half away from zero (6.685 reads 6.69; toFixed writes 6.68). */
 export function decimal(x, digits = 0) {
   const n = Number(x);
   if (!Number.isFinite(n)) return String(x);
