@@ -3,7 +3,6 @@
 """
 from __future__ import annotations
 
-import json
 import threading
 from contextlib import contextmanager
 from functools import lru_cache
@@ -129,15 +128,14 @@ def top_tokens(logits: torch.Tensor, k: int = LOGITS_TOP) -> list[list[tuple[int
 
 
 class TopKeys(NamedTuple):
-    """A query row's strongest keys per head, as the wire lists them, and the bytes those two lists encode to."""
+    """A query row's strongest keys per head, as the wire lists them."""
     keys: list  # (layers, heads, k) key positions
     weights: list  # (layers, heads, k) their weights, 4 decimals
-    encoded_bytes: int | None  # json.dumps of both lists, counted from the tensors (None: not countable so)
 
 
 def head_top_keys(attn: torch.Tensor, k: int = HEAD_TOP_KEYS) -> TopKeys:
     """For one query row per head: the strongest keys and their weights. attn: (layers, heads, keys). What follows
-    the top-k is numpy's: a dozen small operations per step, each a fraction of torch's dispatch."""
+    the top-k is numpy's: a dozen small operations, each a fraction of torch's dispatch."""
     k = min(k, attn.shape[-1])
     weights, keys = attn.float().topk(k, dim=-1)  # (layers, heads, k)
     keys = keys.cpu().numpy()
@@ -145,43 +143,7 @@ def head_top_keys(attn: torch.Tensor, k: int = HEAD_TOP_KEYS) -> TopKeys:
     listed = (tenths / 1e4).tolist()
     for layer, head, n in np.argwhere(tenths % 1e4 == 0).tolist():  # 0 and 1 (any whole weight: a row's sums)
         listed[layer][head][n] = int(listed[layer][head][n])  # as a browser writes them (PlainList)
-    return TopKeys(PlainList(keys.tolist()), PlainList(listed), top_lists_bytes(keys, tenths))
-
-
-def top_lists_bytes(keys: np.ndarray, tenths: np.ndarray) -> int | None:
-    """What json.dumps writes for keys.tolist() and the weights (tenths / 1e4, 0 and 1 as ints), counted without
-    writing it (a step decides from its encoded size whether every head's row fits its frame; writing ~800 floats
-    cost a third of the step's capture). Weights outside [0, 1] or not finite: None (the caller writes them)."""
-    if keys.size == 0:
-        return nested_list_bytes(keys) + nested_list_bytes(tenths)
-    if not (0 <= tenths.min() and tenths.max() <= 1e4) or np.signbit(tenths).any() or keys.min() < 0:  # NaN fails
-        return None
-    keys_chars = decimal_chars(int(keys.max()) + 1)[keys]  # "70": 2
-    weight_chars = WEIGHT_CHARS[tenths.astype(np.int64)]  # "0", "1", "0.12", "0.1234"
-    return nested_list_bytes(keys_chars) + nested_list_bytes(weight_chars)
-
-
-def decimal_chars(count: int) -> np.ndarray:
-    """(n >= count,) the characters of 0, 1, 2... written in decimal (read only)."""
-    return _decimal_chars(max(4096, 1 << (count - 1).bit_length()))
-
-
-@lru_cache(maxsize=8)
-def _decimal_chars(n: int) -> np.ndarray:
-    return np.array([len(str(i)) for i in range(n)])
-
-
-# each weight w = t / 1e4 (t = 0..10,000) as json.dumps writes it: 0 and 1 as ints
-WEIGHT_CHARS = np.array([len(json.dumps(t // 10_000 if t in (0, 10_000) else t / 1e4)) for t in range(10_001)])
-
-
-def nested_list_bytes(chars: np.ndarray) -> int:
-    """json.dumps' length of a nested list whose leaves encode to `chars` characters each: "[a, b]" per list."""
-    total, lists = int(chars.sum()), 1
-    for n in chars.shape:
-        total += lists * (2 + 2 * max(n - 1, 0))  # brackets, ", " between items
-        lists *= n
-    return total
+    return TopKeys(PlainList(keys.tolist()), PlainList(listed))
 
 
 def block_average(matrix: torch.Tensor, blocks: int) -> torch.Tensor:

@@ -10,7 +10,7 @@ import time
 
 import torch
 
-from inference.capture import TopKeys, block_average, block_edges, head_top_keys, least_first_token_head
+from inference.capture import block_average, block_edges, head_top_keys, least_first_token_head
 from .framing import encoded_size
 from .packing import packed, rounded
 from .records import DoneRecord, PrefillRecord, RetemperRecord, SessionRecord, StepRecord
@@ -69,7 +69,7 @@ def prefill_attention(record: PrefillRecord) -> dict:
     attentions = row.attentions  # layers x (heads, P, P)
     layers, heads = len(attentions), attentions[0].shape[0] if attentions else 0  # 0 layers: no attention
     full = packed_bytes(layers * heads * p * p) <= FULL_PREFILL_ATTENTION_BYTES
-    keys, weights, _ = head_top_keys(row.last_attn)  # last_attn: (layers, heads, P)
+    keys, weights = head_top_keys(row.last_attn)  # last_attn: (layers, heads, P)
     return {"mode": "full" if full else "summary", "layers": layers, "heads": heads,
             "full": packed(torch.stack(attentions) if attentions else torch.zeros(0, 0, p, p)) if full else None,
             "blocks": None if full else packed(torch.stack([block_average(a, SUMMARY_BLOCKS) for a in attentions])),
@@ -126,13 +126,13 @@ def step_payload(record: StepRecord, capture_started: float) -> dict:
     """The step's message; capture_ms counts from `capture_started` (the record's making) to this payload built."""
     row, texts, draw = record.row, record.texts, record.draw
     attn = row.last_attn  # (layers, heads, keys)
-    top = head_top_keys(attn)
+    attention = {"mode": "mean", "keys": attn.shape[-1], "mean": packed(attn.float().mean(dim=1)), "heads": None,
+                 "top_keys": None, "top_weights": None}
     step = {
         "type": "step", "schema_version": SCHEMA_VERSION, "step": record.step,
         "input": {"id": record.input_id, "text": texts[record.input_id], "position": record.position},
         "forward": row.source, "batch_size": row.batch_size,
-        "attention": {"mode": "mean", "keys": attn.shape[-1], "mean": packed(attn.float().mean(dim=1)), "heads": None,
-                      "top_keys": top.keys, "top_weights": top.weights},
+        "attention": attention,
         "hidden_norms": rounded(row.last_hidden.float().norm(dim=-1)),
         "lens": lens_view(texts, record.lens),
         "logits": logits_view(texts, row.logits.shape[-1], record.top),
@@ -147,18 +147,22 @@ def step_payload(record: StepRecord, capture_started: float) -> dict:
     step["timing"] = {"forward_ms": round(row.forward_ms, 3) if row.source == "decode" else 0.0,
                       "capture_ms": ms(time.perf_counter() - capture_started), "sampling_ms": timing.sampling_ms,
                       "ttft_ms": timing.ttft_ms, "tokens_per_s": timing.tokens_per_s, "elapsed_ms": timing.elapsed_ms}
-    step["stop_reason"] = record.stop_reason  # the heads choice below (one packing) is left out of capture_ms
-    if step_bytes(step, top) + packed_bytes(attn.numel()) + 64 <= STEP_FRAME_BYTES:  # 64: the packed dict's own keys
-        step["attention"].update(mode="heads", heads=packed(attn))
+    step["stop_reason"] = record.stop_reason  # the attention choice below is left out of capture_ms
+    step_attention(attention, attn, encoded_size(step))
     return step
 
 
-def step_bytes(step: dict, top: TopKeys) -> int:
-    """encoded_size(step), its top keys and weights counted from their tensors (TopKeys.encoded_bytes)."""
-    if top.encoded_bytes is None:
-        return encoded_size(step)
-    without = {**step, "attention": {**step["attention"], "top_keys": [], "top_weights": []}}
-    return encoded_size(without) - 4 + top.encoded_bytes  # 4: the two "[]"
+def step_attention(attention: dict, attn: torch.Tensor, others: int) -> None:
+    """Every head's row while the step (`others` bytes without them) still fits one frame; else the mean stays and
+    each head's strongest keys are listed in place of the rows (the page lists them then). With every row sent they
+    would be the rows' own top, 810 numbers a SmolLM2 step that the page never reads, and the slowest part of a step
+    to write: 32 visitors' tick spent 53 ms of Python on the model's thread with them, 36 without (in-process), and a
+    step at 60 keys is 49 KB instead of 58."""
+    if others + packed_bytes(attn.numel()) + 64 <= STEP_FRAME_BYTES:  # 64: the packed dict's own keys
+        attention.update(mode="heads", heads=packed(attn))
+        return
+    top = head_top_keys(attn)
+    attention.update(top_keys=top.keys, top_weights=top.weights)
 
 
 def done_payload(record: DoneRecord) -> dict:

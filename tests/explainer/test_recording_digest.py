@@ -12,7 +12,7 @@ from explainer.services.run import provenance
 from inference.capture import head_top_keys
 from inference.wire.framing import join_message
 from tests.explainer.test_consumer import START
-from tests.inference.test_top_keys_bytes import attention_rows
+from tests.inference.test_step_attention import attention_rows
 from tests.support import connect
 
 
