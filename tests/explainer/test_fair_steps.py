@@ -240,3 +240,24 @@ async def test_a_device_thread_runs_torch_on_the_devices_threads_and_the_loader_
     finally:
         torch.set_num_threads(before)
     assert executors.executor_for("loader").threads == 1
+
+
+async def test_a_device_thread_runs_each_call_on_the_threads_its_fit_leaves():
+    """While other processes keep a core busy the model thread gives it up, and takes it back when they stop
+    (inference/cores.py): each call runs on the count the fit gave just before it."""
+    counts = iter([2, 1, 1, 2])
+
+    class Fit:
+        def threads_now(self):
+            return next(counts)
+
+    before = torch.get_num_threads()
+    try:
+        device = DeviceExecutor("model-fit-test", 2, Fit())
+        seen = [await asyncio.wrap_future(device.submit(torch.get_num_threads)) for _ in range(4)]
+        device.shutdown()
+    finally:
+        torch.set_num_threads(before)
+    assert seen == [2, 1, 1, 2]
+    from explainer.services.device import executors
+    assert executors.executor_for("cpu").fit is not None and executors.executor_for("loader").fit is None

@@ -27,6 +27,7 @@ import torch
 from django.conf import settings
 
 from explainer.services.run.provenance import with_canonical_text
+from inference.cores import ThreadFit
 from inference.scheduler import Arrivals, StepScheduler
 
 STEP, CHECK, BACKGROUND = 0, 1, 2  # priorities: lower runs first; equal ones in the order they came
@@ -65,9 +66,10 @@ def serial_torch_here() -> None:
 class DeviceExecutor(Executor):
     """A single worker thread with a priority queue: a measurement waits while any visitor's call waits."""
 
-    def __init__(self, name: str, threads: int = DEVICE_THREADS):
+    def __init__(self, name: str, threads: int = DEVICE_THREADS, fit: ThreadFit | None = None):
         self._cv = threading.Condition()
-        self.threads = threads  # torch's intra-op threads on this executor's thread (DEVICE_THREADS)
+        self.threads = threads  # torch's intra-op threads on this executor's thread (DEVICE_THREADS) at most
+        self.fit = fit  # the count for each call: fewer while other processes keep cores busy (inference/cores.py)
         self._queue: list[tuple[int, int, Future, object, object]] = []  # (priority, order, future, fn, owner)
         self.usage = DecayedUsage(USAGE_HALF_LIFE_S)  # owner -> recent device seconds
         self.pace = DecayedUsage(PACE_HALF_LIFE_S)  # TICK, "other" and "check" -> recent device seconds
@@ -171,7 +173,10 @@ class DeviceExecutor(Executor):
     def _work(self) -> None:
         torch.get_num_threads()  # torch sets a thread's count from the last one set anywhere at its first call...
         torch.set_num_threads(self.threads)  # ...so this thread's own count comes after it
+        threads = self.threads
         while (call := self._next()) is not None:
+            if self.fit is not None and (fitted := self.fit.threads_now()) != threads:
+                torch.set_num_threads(threads := fitted)
             self._run(*call)
 
     def _run(self, priority: int, future: Future, fn, meta=(None, 0)) -> None:
@@ -252,7 +257,9 @@ def executor_for(device: str) -> DeviceExecutor:
     """A single worker per device: visitors' steps interleave step by step instead of fighting for cores."""
     with _lock:
         if device not in _executors:
-            _executors[device] = DeviceExecutor(f"model-{device}", 1 if device == "loader" else DEVICE_THREADS)
+            threads = 1 if device == "loader" else DEVICE_THREADS
+            fit = ThreadFit(threads) if device == "cpu" else None  # on a GPU the CPU threads feed it, nothing more
+            _executors[device] = DeviceExecutor(f"model-{device}", threads, fit)
         return _executors[device]
 
 

@@ -26,16 +26,23 @@ KEPT_S = 24 * 3600  # how long after a run it can be saved as "recorded on this 
 SALT = "hit-enter.recorded-run"
 
 
+_LEAVES = frozenset({str, int, bool, type(None), PlainList})  # as they are (PlainList: so already, by its builder)
+
+
 def _plain(value):
-    """JSON as a browser re-encodes it: 2.0 reads back as 2, so integral floats become ints."""
-    if type(value) is PlainList:  # so already, by its builder (a step's top keys and weights)
+    """JSON as a browser re-encodes it: 2.0 reads back as 2, so integral floats become ints. Leaves are passed over
+    without a call (a step has ~700 values: this walk was half of writing its canonical text)."""
+    kind = type(value)
+    if kind is float:
+        return int(value) if value.is_integer() else value
+    if kind in _LEAVES:
         return value
-    if isinstance(value, float) and value.is_integer():
-        return int(value)
     if isinstance(value, dict):
-        return {k: _plain(v) for k, v in value.items()}
+        return {k: v if type(v) in _LEAVES else _plain(v) for k, v in value.items()}
     if isinstance(value, list):
-        return [_plain(v) for v in value]
+        return [v if type(v) in _LEAVES else _plain(v) for v in value]
+    if isinstance(value, float) and value.is_integer():  # a float's subclass (numpy's)
+        return int(value)
     return value
 
 
