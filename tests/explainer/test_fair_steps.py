@@ -223,6 +223,28 @@ def test_the_servers_event_loop_thread_runs_torch_on_one_thread_and_its_devices_
     assert out.stdout.split()[-2:] == ["1", "2"]
 
 
+def test_the_server_sets_its_openmp_waiting_before_anything_loads_torch():
+    """libgomp reads OMP_WAIT_POLICY and GOMP_SPINCOUNT once, when torch loads it: Daphne's entry point must have
+    them set by then (explainer/settings.py), or the model thread's helpers sleep at every operation."""
+    import os
+    import subprocess
+    import sys
+    code = ("import builtins, os, sys\n"
+            "seen, real = [], builtins.__import__\n"
+            "def watch(name, *args, **kwargs):\n"
+            "    if name.split('.')[0] == 'torch' and 'torch' not in sys.modules and not seen:\n"
+            "        seen.append((os.environ.get('OMP_WAIT_POLICY'), os.environ.get('GOMP_SPINCOUNT')))\n"
+            "    return real(name, *args, **kwargs)\n"
+            "builtins.__import__ = watch\n"
+            "import explainer.asgi\n"
+            "print(seen)\n")
+    env = {k: v for k, v in os.environ.items() if k not in ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT")}
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120,
+                         cwd=Path(__file__).resolve().parents[2])
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.split("\n")[-2] == "[('PASSIVE', '10000')]", out.stdout[-500:]
+
+
 async def test_a_device_thread_runs_torch_on_the_devices_threads_and_the_loader_on_one(monkeypatch):
     """One team of torch helper threads per device thread: the loader's thread runs on one thread (an idle team
     beside the device's made every operation of its forward wait for a sleeping helper), whatever count the last
