@@ -56,7 +56,7 @@ def batched_decode(sessions, kept: KeptStack | None = None) -> list[ForwardRow]:
             t1 = time.perf_counter()
         with one_thread():  # small per-row copies
             rows, caches = own_rows(order, out, residuals, lengths, (t1 - t0) * 1e3, t1, views=kept is not None)
-        rows = read_lens(rows, order)  # every thread: a top-k over rows x vocabulary is one large op
+        rows = read_lens(rows, order, out.logits[:, -1])  # every thread: a top-k over rows x vocabulary is one large op
     except Exception:
         if reuse:  # the model may have appended to the kept stack already
             kept.forget()

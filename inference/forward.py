@@ -41,21 +41,23 @@ class ForwardRow:
         return self.hidden[:, -1]
 
 
-def read_lens(rows: list[ForwardRow], sessions) -> list[ForwardRow]:
+def read_lens(rows: list[ForwardRow], sessions, logits: torch.Tensor | None = None) -> list[ForwardRow]:
     """Each row with its logit lens at its session's layers and its logits' top tokens, read for every row of a
-    batch at once (one pass through the final norm and LM head, one top-k; not one per visitor)."""
+    batch at once (one pass through the final norm and LM head, one top-k; not one per visitor). `logits`: the
+    rows' logits as one (rows, vocab) tensor already (a batched pass's own), else stacked here."""
     groups: dict[tuple, list[int]] = {}
     for i, session in enumerate(sessions):
         groups.setdefault(tuple(session.lens_layers), []).append(i)
-    tops = top_tokens(torch.stack([row.logits for row in rows]))  # (rows, vocab) in one top-k
-    out = [replace(row, logits_top=top) for row, top in zip(rows, tops)]
+    logits = torch.stack([row.logits for row in rows]) if logits is None else logits  # (rows, vocab)
+    tops = top_tokens(logits)  # in one top-k
+    lenses: list[list | None] = [None] * len(rows)
     for layers, members in groups.items():
         first = sessions[members[0]]
         residuals = torch.stack([rows[i].last_hidden[1:] for i in members])  # (members, layers, hidden)
-        finals = torch.stack([rows[i].logits for i in members])  # (members, vocab)
+        finals = logits if len(members) == len(rows) else logits[members]  # (members, vocab)
         for i, lens in zip(members, logit_lens_rows(first.model, first.adapter, residuals, list(layers), finals)):
-            out[i] = replace(out[i], lens=lens)
-    return out
+            lenses[i] = lens
+    return [replace(row, logits_top=top, lens=lens) for row, top, lens in zip(rows, tops, lenses)]
 
 
 def plain_cache(cache) -> bool:
