@@ -65,7 +65,6 @@ class ThreadFit:
                  clock: Callable[[], float] = time.monotonic):
         self.most = self.threads = max(1, most)
         self.read, self.clock = read, clock
-        self.others: float | None = None  # cores' worth other processes used over the last window
         self._start: tuple[float, float, float] | None = None  # (time, busy seconds, own seconds) the window began at
 
     def threads_now(self) -> int:
@@ -80,7 +79,7 @@ class ThreadFit:
             return self.threads
         if self._start is not None:
             at, busy, own = self._start
-            self.others = max(0.0, (sample[0] - busy) - (sample[1] - own)) / (now - at)
-            self.threads = fitted(self.most, self.threads, self.others)
+            others = max(0.0, (sample[0] - busy) - (sample[1] - own)) / (now - at)  # cores' worth, over the window
+            self.threads = fitted(self.most, self.threads, others)
         self._start = (now, *sample)
         return self.threads

@@ -7,13 +7,23 @@ import threading
 import pytest
 import torch
 from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from explainer.services.run import provenance
 from inference.capture import head_top_keys
 from inference.wire.framing import join_message
 from tests.explainer.test_consumer import START
-from tests.inference.test_step_attention import attention_rows
 from tests.support import connect
+
+
+@st.composite
+def attention_rows(draw):
+    """(layers, heads, keys) rows of weights in [0, 1], with the values whose writing is easy to get wrong."""
+    layers, heads, keys = draw(st.integers(1, 4)), draw(st.integers(1, 4)), draw(st.integers(1, 120))
+    special = st.sampled_from([0.0, 1.0, 0.5, 0.1, 0.12, 0.00005, 0.00004999, 0.99995, 0.999949, 1e-9, 0.1234])
+    value = st.one_of(special, st.floats(0.0, 1.0, allow_nan=False, width=32))
+    flat = draw(st.lists(value, min_size=layers * heads * keys, max_size=layers * heads * keys))
+    return torch.tensor(flat, dtype=torch.float32).reshape(layers, heads, keys)
 
 
 @settings(max_examples=100, deadline=None)

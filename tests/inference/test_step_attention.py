@@ -5,7 +5,6 @@ import json
 
 import numpy as np
 import torch
-from hypothesis import strategies as st
 
 from inference.capture import HEAD_TOP_KEYS
 from inference.engine import GenerationSession
@@ -13,16 +12,6 @@ from inference.prompting import build_prompt
 from inference.sampling import SamplingParams
 from inference.wire import builders
 from inference.wire.packing import unpack
-
-
-@st.composite
-def attention_rows(draw):
-    """(layers, heads, keys) rows of weights in [0, 1], with the values whose writing is easy to get wrong."""
-    layers, heads, keys = draw(st.integers(1, 4)), draw(st.integers(1, 4)), draw(st.integers(1, 120))
-    special = st.sampled_from([0.0, 1.0, 0.5, 0.1, 0.12, 0.00005, 0.00004999, 0.99995, 0.999949, 1e-9, 0.1234])
-    value = st.one_of(special, st.floats(0.0, 1.0, allow_nan=False, width=32))
-    flat = draw(st.lists(value, min_size=layers * heads * keys, max_size=layers * heads * keys))
-    return torch.tensor(flat, dtype=torch.float32).reshape(layers, heads, keys)
 
 
 def steps_of(loaded, n: int = 5) -> list[dict]:
