@@ -275,7 +275,8 @@ def print_table(result: dict) -> None:
             print(f"{r['visitors']:>8} {name:>6} {fmt(row['mean']):>8} {fmt(row['median']):>8} {fmt(row['p95']):>8}{tail}")
     plain = result.get("plain_generate")
     if plain:
-        print(f"\nplain model.generate, same weights ({plain['attn_implementation']} attention), each of "
+        print(f"\nplain model.generate, same weights ({plain['attn_implementation']} attention, linear layers on "
+              f"{plain['linear_kernel']}), each of "
               f"{plain['prompts']} prompts alone: {fmt(plain['ms_per_token_p50'])} ms/token (p50, decode), "
               f"first token {fmt(plain['first_token_ms_p50'])} ms, {fmt(plain['tokens_per_s'])} tokens/s")
         for r in result["runs"]:

@@ -39,6 +39,7 @@ if str(ROOT) not in sys.path:
 import torch  # noqa: E402
 import transformers  # noqa: E402
 
+from inference.cpu_linear import resolve as resolve_linear, use_kernel  # noqa: E402
 from inference.discovery import adapter_for  # noqa: E402
 from inference.engine import GenerationSession  # noqa: E402
 from inference.loading import LoadedModel, chat_template_source, describe, load_model, resolve_device  # noqa: E402
@@ -85,6 +86,7 @@ def random_135m(device: str) -> LoadedModel:
     torch.manual_seed(0)
     model = AutoModelForCausalLM.from_config(config, attn_implementation="eager")
     model.to(device=dev, dtype=dtype).eval()
+    use_kernel(model, resolve_linear(None, dev, dtype))  # the linear layers' kernel, as load_model sets it
     tokenizer = stand_in_tokenizer(config.vocab_size)
     template_source = chat_template_source(tokenizer, str(ROOT / "bench"))  # no template: the fallback
     adapter = adapter_for(model)
@@ -212,6 +214,7 @@ def bench_model(loaded: LoadedModel, args) -> dict:
     return {
         "model": d.name, "spec": d.spec, "family": d.family, "parameters": d.parameters, "layers": d.layers,
         "vocab_size": d.vocab_size, "device": d.device, "dtype": d.dtype, "attn_implementation": d.attn_implementation,
+        "linear_kernel": d.linear_kernel,
         "prompt_tokens": prompt_len, "new_tokens": args.tokens, "repeats": args.repeats,
         "lens": args.lens, "lens_layers": last["lens_layers"],
         "plain_ms": plain_ms, "traced_ms": traced_ms,
@@ -272,7 +275,7 @@ def print_model(r: dict) -> None:
     tok = r["tokens"]
     print(f"\n== {r['model']}  ({r['parameters']:,} params, {r['layers']} layers, vocab {r['vocab_size']}, "
           f"lens {r['lens_layers']} layers)")
-    print(f"  device {r['device']}  dtype {r['dtype']}  attention {r['attn_implementation']}")
+    print(f"  device {r['device']}  dtype {r['dtype']}  attention {r['attn_implementation']}  linear layers {r['linear_kernel']}")
     print(f"  prompt tokens {r['prompt_tokens']}  new tokens {r['new_tokens']}  repeats {r['repeats']} (medians)")
     print(f"  plain generate   {ms(r['plain_ms']):>9} ms   runs {r['plain_runs_ms']}")
     print(f"  traced session   {ms(r['traced_ms']):>9} ms   runs {r['traced_runs_ms']}")

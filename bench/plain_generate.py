@@ -32,6 +32,7 @@ class PlainGenerate:
     """What plain generate measured: per prompt, the whole call and its decode share."""
     attn_implementation: str
     max_new_tokens: int
+    linear_kernel: str = "default"  # what the linear layers ran on, as the server's (inference/cpu_linear.py)
     seconds: list[float] = field(default_factory=list)  # one generate(max_new_tokens) per prompt
     first_seconds: list[float] = field(default_factory=list)  # one generate(1 token) per prompt: prefill + 1
     tokens: list[list[int]] = field(default_factory=list)  # the greedy reference of each prompt
@@ -39,7 +40,8 @@ class PlainGenerate:
     def summary(self) -> dict:
         n = self.max_new_tokens
         decode_ms = [1000 * (t - f) / (n - 1) for t, f in zip(self.seconds, self.first_seconds)] if n > 1 else []
-        return {"attn_implementation": self.attn_implementation, "prompts": len(self.seconds),
+        return {"attn_implementation": self.attn_implementation, "linear_kernel": self.linear_kernel,
+                "prompts": len(self.seconds),
                 "ms_per_token_p50": statistics.median(decode_ms) if decode_ms else None,
                 "first_token_ms_p50": 1000 * statistics.median(self.first_seconds),
                 "tokens_per_s": n * len(self.seconds) / sum(self.seconds)}
@@ -53,7 +55,7 @@ def measure(spec: str, prompts: list[str], max_new_tokens: int, warmup: int = 1)
 
     loaded = load_model(spec, device="auto")
     model, tokenizer = loaded.model, loaded.tokenizer
-    result = PlainGenerate(model.config._attn_implementation, max_new_tokens)
+    result = PlainGenerate(model.config._attn_implementation, max_new_tokens, loaded.description.linear_kernel)
     try:
         def generate(ids: torch.Tensor, n: int) -> tuple[float, list[int]]:
             started = time.perf_counter()

@@ -115,15 +115,14 @@ def forward_ahead(sessions, kept: KeptStack | None = None) -> None:
     """On the device thread, right after a tick: the next step's forward of the sessions that will step again, while
     this tick's steps go out on the event loop (step n + 1 feeds step n's token, which nothing a visitor does changes;
     a fork or a stop drops it, engine._truncate_cache). One pass per model as in a tick, a lone session's own forward;
-    a pass that fails leaves its sessions to the next tick's. A lone session's pass runs on one CPU thread: measured on
-    SmolLM2 (2 cores), batch 1 takes 37 ms on one thread or two, but two burn 72 ms of CPU that the sends going out
-    meanwhile need; batch 8 takes 56 ms on two against 68 on one, batch 32 101 against 148."""
+    a pass that fails leaves its sessions to the next tick's. Every pass runs on the thread's count, a lone one too:
+    on SmolLM2's oneDNN linear layers (2 cores) a lone visitor's step came every 29 ms on two threads against 35 on
+    one (the sends going out meanwhile need less than the second thread gives); with MKL's they were even (41 and 41)."""
     going = [s for s in sessions if can_batch(s) and s.ahead is None]
     for n, group in enumerate(same_weights(going)):
         try:
             if len(group) == 1:
-                with one_thread():  # a lone decode pass is no faster on two threads (see above): the sends get a core
-                    group[0].forward_ahead()
+                group[0].forward_ahead()
                 continue
             for session, row in zip(group, batched_decode(group, kept if n == 0 else None)):
                 session.ahead = row

@@ -15,6 +15,8 @@ from pathlib import Path
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
+from .cpu_linear import kernel_of, use_kernel
+from .cpu_linear import resolve as resolve_linear
 from .adapters import FamilyAdapter
 from .discovery import adapter_for
 from .model_config import head_dim_of, setting, text_config
@@ -56,6 +58,7 @@ class ModelDescription:
     sliding_window: int | None
     chat_template_source: str
     attn_implementation: str
+    linear_kernel: str = "default"  # what the linear layers run on: "onednn" or torch's "default" (inference/cpu_linear.py)
     absent_stages: dict = field(default_factory=dict)  # stage -> what this model does instead (attention, positions, kv_cache)
 
     def to_dict(self) -> dict:
@@ -115,8 +118,10 @@ def console_progress(what: str, done: float) -> None:
 
 
 def load_model(spec: str | None = None, device: str = "auto", attn_implementation: str = "eager",
-               dtype: torch.dtype | None = None, progress: Progress | None = None) -> LoadedModel:
-    """Load model + tokenizer once; the result is shared by every session in the process."""
+               dtype: torch.dtype | None = None, progress: Progress | None = None,
+               cpu_linear: str | None = None) -> LoadedModel:
+    """Load model + tokenizer once; the result is shared by every session in the process. `cpu_linear`: the linear
+    layers' kernel (inference/cpu_linear.py; None: EXPLAINER_CPU_LINEAR, else auto)."""
     if attn_implementation not in ATTENTION_IMPLEMENTATIONS:
         raise ValueError(f"attn_implementation must be one of {ATTENTION_IMPLEMENTATIONS}, not {attn_implementation!r}")
     report = progress or console_progress
@@ -124,6 +129,7 @@ def load_model(spec: str | None = None, device: str = "auto", attn_implementatio
         report = lambda what, done: (console_progress(what, done), progress(what, done))  # noqa: E731
     dev, default_dtype = resolve_device(device)
     dtype = dtype or default_dtype
+    kernel = resolve_linear(cpu_linear, dev, dtype)  # a wrong choice fails before the weights load
     started = time.perf_counter()
     print(f"[hit-enter] loading model {spec or os.environ.get('EXPLAINER_MODEL') or DEFAULT_SPEC!r} on {dev} "
           f"({str(dtype).replace('torch.', '')}) ...", file=sys.stderr, flush=True)
@@ -140,6 +146,7 @@ def load_model(spec: str | None = None, device: str = "auto", attn_implementatio
             "while online (`hf download %(name)s`), or use EXPLAINER_MODEL=bundled.",
             spec=repr(spec), exception=exc.__class__.__name__, name=spec)) from exc
     model.to(dev).eval()
+    use_kernel(model, kernel)
     template_source = chat_template_source(tokenizer, source)
     adapter = adapter_for(model)
     description = describe(model, spec, adapter, template_source, attn_implementation)
@@ -184,5 +191,6 @@ def describe(model, spec: str, adapter: FamilyAdapter, template_source: str, att
         sliding_window=adapter.sliding_window(config),
         chat_template_source=template_source,
         attn_implementation=attn_implementation,
+        linear_kernel=kernel_of(model),
         absent_stages=dict(adapter.notes),
     )

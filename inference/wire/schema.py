@@ -29,7 +29,7 @@ _LOGITS = {"top": ("list", "[{id, text, logit, prob}] sorted by raw logit, highe
 SCHEMA: dict[str, dict] = {
     "session": {
         "type": ("str", "\"session\""), "schema_version": ("int", "payload schema version"),
-        "model": ("object", "the model description: spec, name, family, layers, query_heads, kv_heads, head_dim, hidden_size, vocab_size, context_window, parameters, dtype, device, tied_lm_head, position_scheme, sliding_window, chat_template_source, attn_implementation"),
+        "model": ("object", "the model description: spec, name, family, layers, query_heads, kv_heads, head_dim, hidden_size, vocab_size, context_window, parameters, dtype, device, tied_lm_head, position_scheme, sliding_window, chat_template_source, attn_implementation, linear_kernel (onednn / default: what its linear layers run on)"),
         "params": ("object", "the validated sampling parameters"),
         "prompt_kind": ("str", "messages | text | input_ids"),
         "capture": ("object", "what is captured: lens_layers (read by default), keep_budget_bytes"),

@@ -20,6 +20,7 @@ from transformers import (
     Qwen2Config,
 )
 
+from inference.cpu_linear import resolve, use_kernel
 from inference.discovery import adapter_for
 from inference.loading import FALLBACK_CHAT_TEMPLATE, LoadedModel, describe
 
@@ -69,6 +70,7 @@ def tiny_loaded(config, spec: str | None = None) -> LoadedModel:
     model = AutoModelForCausalLM.from_config(config, attn_implementation="eager").eval()
     model.generation_config.eos_token_id = model.generation_config.pad_token_id = None
     model.generation_config.bos_token_id = None
+    use_kernel(model, resolve(None, torch.device("cpu"), torch.float32))  # the linear layers' kernel, as load_model sets it
     adapter = adapter_for(model)
     description = describe(model, spec or f"tiny-{config.model_type}", adapter, "fallback", "eager")
     return LoadedModel(model, tiny_tokenizer(config.vocab_size), description, adapter)
@@ -176,6 +178,7 @@ def small_model(model_type: str):
 
 def small_loaded(model_type: str) -> LoadedModel:
     model = small_model(model_type)
+    use_kernel(model, resolve(None, torch.device("cpu"), torch.float32))  # as load_model sets it
     adapter = adapter_for(model)
     description = describe(model, f"tiny-{model_type}", adapter, "fallback", "eager")
     text = model.config.get_text_config()
