@@ -1,5 +1,4 @@
 """The one model this process explains: loaded lazily, once, and shared by every visitor."""
-import gc
 import threading
 import time
 
@@ -27,17 +26,7 @@ def _once(key: str, load):
         with _lock:
             if key not in _shared:
                 _shared.update(load())
-                _out_of_gcs_way()
     return _shared[key]
-
-
-def _out_of_gcs_way() -> None:
-    """What a load made (the model's modules, the tokenizer's tables, the template: ~160,000 objects on SmolLM2)
-    lives as long as the process: out of the garbage collector's way, as asgi.py does with the imports. Otherwise
-    every full collection walks them again: 6 of them in a bench of 1 and 32 visitors, up to 113 ms each, every
-    visitor's step waiting."""
-    gc.collect()
-    gc.freeze()
 
 
 def _load_target() -> dict:
