@@ -19,6 +19,7 @@ from .cpu_linear import kernel_of, use_kernel
 from .cpu_linear import resolve as resolve_linear
 from .adapters import FamilyAdapter
 from .discovery import adapter_for
+from .grouped_attention import use_grouped_attention
 from .model_config import head_dim_of, setting, text_config
 from .shipped import GGUF_MODELS, Progress, ShippedModelMissing, cached_folder, notice_for
 from .wire.said import said, told
@@ -147,9 +148,10 @@ def load_model(spec: str | None = None, device: str = "auto", attn_implementatio
             spec=repr(spec), exception=exc.__class__.__name__, name=spec)) from exc
     model.to(dev).eval()
     use_kernel(model, kernel)
+    use_grouped_attention(model)  # eager attention without repeat_kv's copies, where it is Llama's own eager
     template_source = chat_template_source(tokenizer, source)
     adapter = adapter_for(model)
-    description = describe(model, spec, adapter, template_source, attn_implementation)
+    description = describe(model, spec, adapter, template_source, model.config._attn_implementation)
     if spec in GGUF_MODELS:  # the cache folder's name means nothing to a reader
         description = replace(description, name=notice_for(spec).name)
     report(said("ready"), 1.0)

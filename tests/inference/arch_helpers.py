@@ -22,6 +22,7 @@ from transformers import (
 
 from inference.cpu_linear import resolve, use_kernel
 from inference.discovery import adapter_for
+from inference.grouped_attention import use_grouped_attention
 from inference.loading import FALLBACK_CHAT_TEMPLATE, LoadedModel, describe
 
 VOCAB = 128
@@ -71,8 +72,9 @@ def tiny_loaded(config, spec: str | None = None) -> LoadedModel:
     model.generation_config.eos_token_id = model.generation_config.pad_token_id = None
     model.generation_config.bos_token_id = None
     use_kernel(model, resolve(None, torch.device("cpu"), torch.float32))  # the linear layers' kernel, as load_model sets it
+    use_grouped_attention(model)  # and its attention, as load_model sets it
     adapter = adapter_for(model)
-    description = describe(model, spec or f"tiny-{config.model_type}", adapter, "fallback", "eager")
+    description = describe(model, spec or f"tiny-{config.model_type}", adapter, "fallback", model.config._attn_implementation)
     return LoadedModel(model, tiny_tokenizer(config.vocab_size), description, adapter)
 
 
@@ -179,8 +181,9 @@ def small_model(model_type: str):
 def small_loaded(model_type: str) -> LoadedModel:
     model = small_model(model_type)
     use_kernel(model, resolve(None, torch.device("cpu"), torch.float32))  # as load_model sets it
+    use_grouped_attention(model)
     adapter = adapter_for(model)
-    description = describe(model, f"tiny-{model_type}", adapter, "fallback", "eager")
+    description = describe(model, f"tiny-{model_type}", adapter, "fallback", model.config._attn_implementation)
     text = model.config.get_text_config()
     return LoadedModel(model, tiny_tokenizer(text.vocab_size), description, adapter)
 

@@ -310,7 +310,9 @@ def test_description_of_the_families():
     for arch in ARCHITECTURES:
         d = loaded_for(arch).description
         assert d.family == arch and d.layers == 2 and d.vocab_size == 128 and d.context_window == 128
-        assert d.attn_implementation == "eager" and loaded_for(arch).model.config._attn_implementation == "eager"
+        grouped = arch in ("llama", "qwen2", "mistral", "gemma")  # Llama's eager, KV heads shared: no repeat_kv copies
+        assert d.attn_implementation == loaded_for(arch).model.config._attn_implementation == (
+            "eager_grouped" if grouped else "eager")
         if arch != "mistral":
             assert d.sliding_window is None
 
