@@ -39,11 +39,9 @@ if str(ROOT) not in sys.path:
 import torch  # noqa: E402
 import transformers  # noqa: E402
 
-from inference.cpu_linear import resolve as resolve_linear, use_kernel  # noqa: E402
 from inference.discovery import adapter_for  # noqa: E402
 from inference.engine import GenerationSession  # noqa: E402
-from inference.grouped_attention import use_grouped_attention  # noqa: E402
-from inference.loading import LoadedModel, chat_template_source, describe, load_model, resolve_device  # noqa: E402
+from inference.loading import LoadedModel, as_served, chat_template_source, describe, load_model, resolve_device  # noqa: E402
 from inference.prompting import build_prompt  # noqa: E402
 from inference.sampling import SamplingParams  # noqa: E402
 
@@ -87,12 +85,11 @@ def random_135m(device: str) -> LoadedModel:
     torch.manual_seed(0)
     model = AutoModelForCausalLM.from_config(config, attn_implementation="eager")
     model.to(device=dev, dtype=dtype).eval()
-    use_kernel(model, resolve_linear(None, dev, dtype))  # the linear layers' kernel and attention, as load_model sets them
-    use_grouped_attention(model)
+    as_served(model)  # the linear layers' kernel and the attention, as load_model sets them
     tokenizer = stand_in_tokenizer(config.vocab_size)
     template_source = chat_template_source(tokenizer, str(ROOT / "bench"))  # no template: the fallback
     adapter = adapter_for(model)
-    description = describe(model, RANDOM_SPEC, adapter, template_source, model.config._attn_implementation)
+    description = describe(model, RANDOM_SPEC, adapter, template_source)
     log(f"built {RANDOM_SPEC}: {description.parameters:,} parameters on {dev} ({description.dtype}) "
         f"in {time.perf_counter() - started:.1f}s")
     return LoadedModel(model, tokenizer, description, adapter)

@@ -59,16 +59,14 @@ def resolve(choice: str | None, device: torch.device, dtype: torch.dtype) -> str
     return ONEDNN if fits and choice != DEFAULT else DEFAULT
 
 
-def use_kernel(model: nn.Module, kernel: str) -> int:
-    """Set every plain nn.Linear of `model` to run on `kernel` in place (weights, ties and hooks stay as they are);
-    returns how many. Only the class changes: a state dict, a tied LM head and isinstance(m, nn.Linear) see no
+def use_kernel(model: nn.Module, kernel: str) -> None:
+    """Set every plain nn.Linear of `model` to run on `kernel` in place (weights, ties and hooks stay as they are).
+    Only the class changes: a state dict, a tied LM head and isinstance(m, nn.Linear) see no
     difference."""
-    to, switched = (OneDnnLinear if kernel == ONEDNN else nn.Linear), 0
+    to = OneDnnLinear if kernel == ONEDNN else nn.Linear
     for module in model.modules():
-        if type(module) in (nn.Linear, OneDnnLinear) and type(module) is not to:
+        if type(module) in (nn.Linear, OneDnnLinear):
             module.__class__ = to
-            switched += 1
-    return switched
 
 
 def kernel_of(model: nn.Module) -> str:

@@ -107,13 +107,18 @@ def last_rows(attentions: list[torch.Tensor], new: int) -> torch.Tensor:
     return torch.stack([a[:, -1] for a in attentions]) if attentions else torch.zeros(0, 0, new)
 
 
-@contextlib.contextmanager
 def one_thread():
     """For per-row work after a forward pass (sampling, top-k and softmax over the vocabulary, summaries):
     many small ops, each of which, split over cores, waits for the slowest one (on a busy machine, a whole
     time slice: ~10x slower measured on the shared 2-core box). The forward passes keep every thread."""
+    return torch_threads(1)
+
+
+@contextlib.contextmanager
+def torch_threads(count: int):
+    """torch's intra-op threads on this thread are `count` inside the block, as before after it."""
     threads = torch.get_num_threads()
-    torch.set_num_threads(1)
+    torch.set_num_threads(count)
     try:
         yield
     finally:

@@ -147,11 +147,10 @@ def load_model(spec: str | None = None, device: str = "auto", attn_implementatio
             "while online (`hf download %(name)s`), or use EXPLAINER_MODEL=bundled.",
             spec=repr(spec), exception=exc.__class__.__name__, name=spec)) from exc
     model.to(dev).eval()
-    use_kernel(model, kernel)
-    use_grouped_attention(model)  # eager attention without repeat_kv's copies, where it is Llama's own eager
+    as_served(model, kernel)
     template_source = chat_template_source(tokenizer, source)
     adapter = adapter_for(model)
-    description = describe(model, spec, adapter, template_source, model.config._attn_implementation)
+    description = describe(model, spec, adapter, template_source)
     if spec in GGUF_MODELS:  # the cache folder's name means nothing to a reader
         description = replace(description, name=notice_for(spec).name)
     report(said("ready"), 1.0)
@@ -169,7 +168,16 @@ def chat_template_source(tokenizer, source: str) -> str:
     return "fallback (the model has none: role: content lines)"
 
 
-def describe(model, spec: str, adapter: FamilyAdapter, template_source: str, attn_implementation: str) -> ModelDescription:
+def as_served(model: torch.nn.Module, kernel: str | None = None) -> None:
+    """Set `model` up as the server runs every model it loads: its linear layers on `kernel` (None: the one
+    EXPLAINER_CPU_LINEAR resolves to for its device and dtype, inference/cpu_linear.py) and, where its family runs
+    Llama's eager attention, grouped eager attention (inference/grouped_attention.py)."""
+    weight = next(model.parameters())
+    use_kernel(model, kernel or resolve_linear(None, weight.device, weight.dtype))
+    use_grouped_attention(model)
+
+
+def describe(model, spec: str, adapter: FamilyAdapter, template_source: str) -> ModelDescription:
     config = text_config(model.config)  # sizes of the text model, whatever wraps it
     query_heads = setting(config, "num_attention_heads", 0)  # 0: no attention (state-space models)
     table = model.get_input_embeddings().weight  # (vocab, hidden)
@@ -192,7 +200,7 @@ def describe(model, spec: str, adapter: FamilyAdapter, template_source: str, att
         position_scheme=adapter.position_scheme,
         sliding_window=adapter.sliding_window(config),
         chat_template_source=template_source,
-        attn_implementation=attn_implementation,
+        attn_implementation=model.config._attn_implementation,  # what it runs (eager_grouped: as_served)
         linear_kernel=kernel_of(model),
         absent_stages=dict(adapter.notes),
     )

@@ -20,10 +20,8 @@ from transformers import (
     Qwen2Config,
 )
 
-from inference.cpu_linear import resolve, use_kernel
 from inference.discovery import adapter_for
-from inference.grouped_attention import use_grouped_attention
-from inference.loading import FALLBACK_CHAT_TEMPLATE, LoadedModel, describe
+from inference.loading import FALLBACK_CHAT_TEMPLATE, LoadedModel, as_served, describe
 
 VOCAB = 128
 CONTEXT = 128
@@ -71,10 +69,9 @@ def tiny_loaded(config, spec: str | None = None) -> LoadedModel:
     model = AutoModelForCausalLM.from_config(config, attn_implementation="eager").eval()
     model.generation_config.eos_token_id = model.generation_config.pad_token_id = None
     model.generation_config.bos_token_id = None
-    use_kernel(model, resolve(None, torch.device("cpu"), torch.float32))  # the linear layers' kernel, as load_model sets it
-    use_grouped_attention(model)  # and its attention, as load_model sets it
+    as_served(model)  # the linear layers' kernel and the attention, as load_model sets them
     adapter = adapter_for(model)
-    description = describe(model, spec or f"tiny-{config.model_type}", adapter, "fallback", model.config._attn_implementation)
+    description = describe(model, spec or f"tiny-{config.model_type}", adapter, "fallback")
     return LoadedModel(model, tiny_tokenizer(config.vocab_size), description, adapter)
 
 
@@ -180,10 +177,9 @@ def small_model(model_type: str):
 
 def small_loaded(model_type: str) -> LoadedModel:
     model = small_model(model_type)
-    use_kernel(model, resolve(None, torch.device("cpu"), torch.float32))  # as load_model sets it
-    use_grouped_attention(model)
+    as_served(model)
     adapter = adapter_for(model)
-    description = describe(model, f"tiny-{model_type}", adapter, "fallback", model.config._attn_implementation)
+    description = describe(model, f"tiny-{model_type}", adapter, "fallback")
     text = model.config.get_text_config()
     return LoadedModel(model, tiny_tokenizer(text.vocab_size), description, adapter)
 

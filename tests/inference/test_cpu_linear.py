@@ -8,6 +8,7 @@ from torch import nn
 
 from inference import cpu_linear
 from inference.cpu_linear import DEFAULT, ONEDNN, OneDnnLinear, kernel_of, resolve, running_on, use_kernel
+from inference.forward import torch_threads
 from inference.loading import load_model
 from tests.inference.arch_helpers import arch_config, tiny_loaded
 
@@ -19,12 +20,8 @@ PROMPT = [5, 17, 42, 9, 77, 3, 64, 21, 90, 11]
 @pytest.fixture
 def two_threads():
     """Two intra-op threads inside the test (the suite runs on one), as the server's model thread has."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(2)
-    try:
+    with torch_threads(2):
         yield
-    finally:
-        torch.set_num_threads(before)
 
 
 def test_this_machine_has_onednn_where_the_server_would_use_it():
