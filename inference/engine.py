@@ -11,12 +11,13 @@ position, step n > 1 from a decode forward on step n-1's token. Pausing is simpl
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 
 import torch
 from transformers.cache_utils import DynamicLayer
 
 from . import capture_records
-from .capture import lens_layers, residual_stream
+from .capture import lens_layers, residual_stream, top_tokens
 from .forward import ForwardRow, aligned_attentions, joined_parts, last_rows, one_thread, plain_cache, synchronize
 from .kept_steps import KeptSteps
 from .kvstats import cache_stats
@@ -229,8 +230,10 @@ class GenerationSession:
     def _sampled_step(self, row: ForwardRow, forced_token: int | None) -> dict:
         """Sample from `row`, append the token, keep the step's tensors, build its payload."""
         t0 = time.perf_counter()
+        if row.logits_top is None:  # the payload lists it: ranked once, here, the greedy step reads its stages from it
+            row = replace(row, logits_top=top_tokens(row.logits[None])[0])
         draw = sample_token(torch.tensor([self.ids]), row.logits, self.params, self.prompt_length, self.step_index,
-                            forced=forced_token, eos_ids=self.eos_ids)
+                            forced=forced_token, eos_ids=self.eos_ids, ranking=row.logits_top)
         sampling_ms = (time.perf_counter() - t0) * 1e3
         self.ids.append(draw.token_id)
         self.first_token_at = self.first_token_at or time.perf_counter()

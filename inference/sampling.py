@@ -11,7 +11,6 @@ import secrets
 from dataclasses import asdict, dataclass, field, fields
 from functools import lru_cache
 
-import numpy as np
 import torch
 from transformers import (
     LogitsProcessor,
@@ -24,10 +23,11 @@ from transformers import (
 )
 
 from .capture import ranked_topk
+from .dice import MAX_SEED, dice_roll, finite_count, ranked, roll
+from .greedy import greedy_records, one_hot_result
 from .wire.said import said
 
 STAGE_TOP_N = 10  # candidates recorded after each stage
-MAX_SEED = 2**63 - 1
 FRESH_SEEDS = 2**32  # fresh seeds stay short enough to read, type back in, and hold exactly in a JS number
 MIN_TEMPERATURE = 0.01  # below it (but above 0) float32 logits / T overflow to inf and sampling breaks
 MIN_REPETITION_PENALTY = 0.01  # logits / 1e-39 overflow to inf and every probability becomes NaN
@@ -212,28 +212,11 @@ class SampleResult:
     final: torch.Tensor | None = field(default=None, repr=False)  # (vocab,) the final distribution (compare.py)
 
 
-def dice_roll(seed: int, step: int) -> float:
-    """u in [0, 1) for one step; depends only on (seed, step), so a fork re-rolls the same dice."""
-    generator = torch.Generator().manual_seed((seed * 1_000_003 + step) % MAX_SEED)
-    return torch.rand((), generator=generator, dtype=torch.float64).item()
-
-
 def stage_record(name: str, applied: bool, scores: torch.Tensor, top_n: int = STAGE_TOP_N) -> dict:
-    values, ids = scores[0].topk(min(top_n, scores.shape[-1]))
-    return {
-        "name": name,
-        "applied": applied,
-        "survivors": finite_count(scores[0]),
-        "top": [{"id": int(i), "value": round(float(v), 4) if math.isfinite(v) else None} for v, i in zip(values.tolist(), ids.tolist())],
-    }
-
-
-def finite_count(row: torch.Tensor) -> int:
-    """The entries that are finite (a stage's survivors): every one when the row's sum is (one pass, no mask: a
-    sum with an infinity or a NaN in it is not finite), else counted (numpy's count on a CPU: a third of torch's)."""
-    if math.isfinite(float(row.sum())):
-        return row.numel()
-    return int(np.isfinite(row.float().numpy()).sum()) if row.device.type == "cpu" else int(torch.isfinite(row).sum())
+    survivors = finite_count(scores[0])
+    values, ids = ranked(scores[0], top_n, survivors)
+    return {"name": name, "applied": applied, "survivors": survivors,
+            "top": [{"id": i, "value": round(v, 4) if math.isfinite(v) else None} for v, i in zip(values, ids)]}
 
 
 def run_stages(input_ids: torch.LongTensor, logits: torch.Tensor, params: SamplingParams,
@@ -281,30 +264,34 @@ def suppress_early_eos(input_ids: torch.LongTensor, logits: torch.Tensor, params
 
 def sample_token(input_ids: torch.LongTensor, logits: torch.Tensor, params: SamplingParams,
                  prompt_length: int, step: int, top_n: int = STAGE_TOP_N, forced: int | None = None,
-                 eos_ids=()) -> SampleResult:
-    """Run the stages, softmax, and either take the argmax (temperature 0) or roll the dice.
+                 eos_ids=(), ranking: list | None = None) -> SampleResult:
+    """Run the stages, softmax, and either take the argmax (temperature 0) or roll the dice (inference/dice.py).
 
     ``forced`` (a fork) replaces the chosen token; its probability is read from the same final distribution.
     ``eos_ids``: the tokens that end the reply, held off until ``params.min_new_tokens`` are generated.
+    ``ranking``: the raw logits' top [(id, logit, prob)] (capture.top_tokens), from which a greedy step reads its
+    records without running the stages (inference/greedy.py).
     """
+    if params.greedy and ranking is not None:
+        held_off = set(eos_ids) if params.min_new_tokens and input_ids.shape[-1] - prompt_length < params.min_new_tokens else set()
+        read = greedy_records(build_stages(params, prompt_length), ranking, logits,
+                              {i for i in held_off if 0 <= i < logits.shape[-1]}, top_n)
+        if read is not None:
+            return one_hot_result(*read, logits.float(), top_n, forced)
     logits = suppress_early_eos(input_ids, logits, params, prompt_length, eos_ids)
     scores, records = run_stages(input_ids, logits, params, prompt_length)
+    survivors = records[-1]["survivors"]
+    if params.greedy and survivors == 1:  # greedy's limit left one token
+        return one_hot_result(int(scores[0].argmax()), records, scores[0], top_n, forced)
     probs = torch.softmax(scores[0], dim=-1)  # (vocab,)
-    if params.greedy:
+    if params.greedy:  # no finite logit (a broken model): what softmax and the ranking make of it
         top_probs, top_ids = ranked_topk(probs, top_n)  # ties in id order: the first is argmax's own pick
-        token, draw = int(top_ids[0]), None
+        token, draw, top = int(top_ids[0]), None, [(i, round(p, 6)) for i, p in zip(top_ids.tolist(), top_probs.tolist())]
     else:
-        survivors = torch.isfinite(scores[0]).nonzero()[:, 0]  # only these can be drawn
-        sorted_probs, order = probs[survivors].sort(descending=True, stable=True)
-        order = survivors[order]
-        cumulative = torch.cumsum(sorted_probs.double(), dim=0) / sorted_probs.double().sum()  # (survivors,)
         u = dice_roll(params.seed, step)
-        rank = min(int(torch.searchsorted(cumulative, torch.tensor(u, dtype=torch.float64, device=cumulative.device), right=True)), len(order) - 1)
-        token = int(order[rank])
-        before = float(cumulative[rank - 1]) if rank else 0.0
-        draw = {"u": round(u, 6), "rank": rank, "cumulative_before": round(before, 6),
-                "cumulative_after": round(float(cumulative[rank]), 6)}
-        top_probs, top_ids = sorted_probs[:top_n], order[:top_n]
-    top = [(i, round(p, 6)) for i, p in zip(top_ids.tolist(), top_probs.tolist())]
+        landed = roll(probs, scores[0], survivors, u, top_n)
+        token, top = landed.token, [(i, round(p, 6)) for i, p in zip(landed.top_ids, landed.top_probs)]
+        draw = {"u": round(u, 6), "rank": landed.rank, "cumulative_before": round(landed.before, 6),
+                "cumulative_after": round(landed.after, 6)}
     token = token if forced is None else forced
     return SampleResult(token, float(probs[token]), records, top, draw, probs)

@@ -200,7 +200,7 @@ class StepScheduler:
             if self.ahead is not None:  # its rows are this tick's forwards (a runner of several threads: not at once)
                 await asyncio.wait([self.ahead])
             tick = partial(encoded_tick, kept=self.kept, encode=self.encode)
-            results = await self._run_batch(tick, batch, then=self._ahead)
+            await self._run_batch(tick, batch, then=self._ahead)
             self.ticks, self.stepped = self.ticks + 1, self.stepped + len(batch)
             self.ticked_at = time.monotonic()
 

@@ -6,12 +6,13 @@ decode a token: every text they name is in the record's ``texts``. Messages that
 """
 from __future__ import annotations
 
+import json
 import time
 
 import torch
 
 from inference.capture import block_average, block_edges, head_top_keys, least_first_token_head
-from .framing import encoded_size
+from .canonical import Canonical, canonical_text, with_first_member
 from .packing import packed, rounded
 from .records import DoneRecord, PrefillRecord, RetemperRecord, SessionRecord, StepRecord
 from .schema import SCHEMA_VERSION
@@ -122,17 +123,15 @@ def prefill_payload(record: PrefillRecord) -> dict:
     return payload
 
 
-def step_payload(record: StepRecord, capture_started: float) -> dict:
-    """The step's message; capture_ms counts from `capture_started` (the record's making) to this payload built."""
+def step_payload(record: StepRecord, capture_started: float) -> Canonical:
+    """The step's message, with its canonical text (wire/canonical.py) written once; capture_ms counts from
+    `capture_started` (the record's making) to this payload built."""
     row, texts, draw = record.row, record.texts, record.draw
     attn = row.last_attn  # (layers, heads, keys)
-    attention = {"mode": "mean", "keys": attn.shape[-1], "mean": packed(attn.float().mean(dim=1)), "heads": None,
-                 "top_keys": None, "top_weights": None}
     step = {
         "type": "step", "schema_version": SCHEMA_VERSION, "step": record.step,
         "input": {"id": record.input_id, "text": texts[record.input_id], "position": record.position},
         "forward": row.source, "batch_size": row.batch_size,
-        "attention": attention,
         "hidden_norms": rounded(row.last_hidden.float().norm(dim=-1)),
         "lens": lens_view(texts, record.lens),
         "logits": logits_view(texts, row.logits.shape[-1], record.top),
@@ -148,21 +147,30 @@ def step_payload(record: StepRecord, capture_started: float) -> dict:
                       "capture_ms": ms(time.perf_counter() - capture_started), "sampling_ms": timing.sampling_ms,
                       "ttft_ms": timing.ttft_ms, "tokens_per_s": timing.tokens_per_s, "elapsed_ms": timing.elapsed_ms}
     step["stop_reason"] = record.stop_reason  # the attention choice below is left out of capture_ms
-    step_attention(attention, attn, encoded_size(step))
-    return step
+    try:
+        rest = canonical_text(step)  # every member but the attention, which sorts first: its size decides the rows
+    except ValueError:  # not strict JSON (a NaN from a broken model): as it is, and the send path names the error
+        return {"attention": step_attention(attn, len(json.dumps(step))), **step}
+    attention = step_attention(attn, len(rest))
+    return Canonical({"attention": attention, **step}, with_first_member(rest, "attention", canonical_text(attention)))
 
 
-def step_attention(attention: dict, attn: torch.Tensor, others: int) -> None:
-    """Every head's row while the step (`others` bytes without them) still fits one frame; else the mean stays and
-    each head's strongest keys are listed in place of the rows (the page lists them then). With every row sent they
-    would be the rows' own top, 810 numbers a SmolLM2 step that the page never reads, and the slowest part of a step
-    to write: 32 visitors' tick spent 53 ms of Python on the model's thread with them, 36 without (in-process), and a
-    step at 60 keys is 49 KB instead of 58."""
-    if others + packed_bytes(attn.numel()) + 64 <= STEP_FRAME_BYTES:  # 64: the packed dict's own keys
+def step_attention(attn: torch.Tensor, others: int) -> dict:
+    """The mean over heads, and every head's row while the step (`others` bytes without its attention) still fits one
+    frame; else each head's strongest keys are listed in place of the rows (the page lists them then). With every
+    row sent they would be the rows' own top, 810 numbers a SmolLM2 step that the page never reads, and the slowest
+    part of a step to write: 32 visitors' tick spent 53 ms of Python on the model's thread with them, 36 without
+    (in-process), and a step at 60 keys is 49 KB instead of 58."""
+    attention = {"mode": "mean", "keys": attn.shape[-1], "mean": packed(attn.float().mean(dim=1)), "heads": None,
+                 "top_keys": None, "top_weights": None}
+    rows = len(f'{{"b64":"","dtype":"float16","shape":[{",".join(map(str, attn.shape))}]}}') + packed_bytes(attn.numel())
+    size = others + len(',"attention":') + len(canonical_text(attention)) + len("heads") - len("mean") - len("null") + rows
+    if size <= STEP_FRAME_BYTES:  # the step's text with every row, to the byte
         attention.update(mode="heads", heads=packed(attn))
-        return
+        return attention
     top = head_top_keys(attn)
     attention.update(top_keys=top.keys, top_weights=top.weights)
+    return attention
 
 
 def done_payload(record: DoneRecord) -> dict:

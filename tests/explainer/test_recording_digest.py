@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 from explainer.services.run import provenance
 from inference.capture import head_top_keys
+from inference.wire import builders
 from inference.wire.framing import join_message
 from tests.explainer.test_consumer import START
 from tests.support import connect
@@ -61,16 +62,19 @@ async def test_a_recorded_message_goes_out_as_the_text_its_digest_read_and_the_r
 
 @pytest.mark.usefixtures("stories_model")  # tests/explainer/conftest.py
 async def test_a_ticks_steps_get_their_canonical_text_on_the_device_thread_not_on_the_event_loop(monkeypatch):
-    """A decode tick's steps are encoded where they were made, between two forward passes (scheduler.encoded_tick):
-    the event loop, which runs beside the next forward pass, neither writes them nor hashes a second text."""
+    """A step is written where it is made (builders.step_payload, in a decode tick between two forward passes), once:
+    the event loop, which runs beside the next forward pass, neither writes it again nor hashes a second text."""
     made = []
     original = provenance.canonical_text
 
-    def canonical_text(payload):
-        made.append((payload.get("type"), threading.current_thread() is threading.main_thread()))
-        return original(payload)
+    def spy(where):
+        def canonical_text(payload):
+            made.append((where, payload.get("type"), threading.current_thread() is threading.main_thread()))
+            return original(payload)
+        return canonical_text
 
-    monkeypatch.setattr(provenance, "canonical_text", canonical_text)
+    monkeypatch.setattr(provenance, "canonical_text", spy("web"))
+    monkeypatch.setattr(builders, "canonical_text", spy("wire"))
     comm = await connect()
     await comm.send_json_to(START)
     steps = []
@@ -78,9 +82,10 @@ async def test_a_ticks_steps_get_their_canonical_text_on_the_device_thread_not_o
         if message["type"] == "step":
             steps.append(text)
     assert len(steps) == 6 and all(t == original(json.loads(t)) for t in steps)
-    ticks = [on_loop for kind, on_loop in made if kind == "step"]
+    ticks = [on_loop for where, kind, on_loop in made if kind == "step"]
     assert len(ticks) == 6 and not any(ticks)  # each once (step 1 too: sampled in a tick), none on the event loop
-    assert {"session", "prefill"} <= {kind for kind, on_loop in made if on_loop}  # what no tick makes: on the loop
+    assert {where for where, kind, _ in made if kind == "step"} == {"wire"}  # where it was built: never again
+    assert {"session", "prefill"} <= {kind for where, kind, on_loop in made if on_loop}  # what no tick makes: on the loop
     await comm.disconnect()
 
 

@@ -125,18 +125,20 @@ async def test_resume_and_step_on_a_finished_run_get_named_errors():
 
 
 async def test_a_non_finite_number_becomes_a_named_error_not_a_frame(monkeypatch):
-    """Strict JSON out: a NaN in a payload (forced here) is a `non_finite` error in its place, and the run goes on."""
-    from inference.engine import GenerationSession
+    """Strict JSON out: a NaN in a payload (forced here, in the record a step is built from) is a `non_finite` error in
+    its place, and the run goes on."""
+    from dataclasses import replace
 
-    real_step = GenerationSession.step
+    from inference.wire import builders
 
-    def step_with_nan(session, *args, **kwargs):
-        payload = real_step(session, *args, **kwargs)
-        if payload["step"] == 2:
-            payload["timing"]["forward_ms"] = float("nan")
-        return payload
+    real_step_payload = builders.step_payload
 
-    monkeypatch.setattr(GenerationSession, "step", step_with_nan)
+    def step_payload_with_nan(record, capture_started):
+        if record.step == 2:
+            record = replace(record, timing=replace(record.timing, sampling_ms=float("nan")))
+        return real_step_payload(record, capture_started)
+
+    monkeypatch.setattr(builders, "step_payload", step_payload_with_nan)
     comm = await connect()
     await comm.send_json_to({**LONG, "params": {**LONG["params"], "max_new_tokens": 3}})
     raw = []

@@ -11,6 +11,7 @@ from inference.engine import GenerationSession
 from inference.prompting import build_prompt
 from inference.sampling import SamplingParams
 from inference.wire import builders
+from inference.wire.canonical import canonical_text
 from inference.wire.packing import unpack
 
 
@@ -27,12 +28,14 @@ def test_a_step_that_fits_its_frame_sends_every_heads_row_and_no_top_lists(stori
         heads = unpack(attention["heads"])  # (layers, heads, keys)
         assert heads.shape[-1] == attention["keys"] == step["input"]["position"] + 1
         assert np.allclose(heads.mean(axis=1), unpack(attention["mean"]), atol=2e-3)
-        assert len(json.dumps(step)) <= builders.STEP_FRAME_BYTES
+        assert len(step.text) <= builders.STEP_FRAME_BYTES  # the frame it goes out as
+        assert step.text == canonical_text(json.loads(json.dumps(step)))  # written once, as the digest reads it
 
 
 def test_a_step_over_its_frame_sends_the_mean_and_each_heads_strongest_keys_from_the_same_rows(stories, monkeypatch):
     whole = steps_of(stories)
-    monkeypatch.setattr(builders, "STEP_FRAME_BYTES", min(len(json.dumps(s)) for s in whole) - 1)
+    # every step's rows over the cap (their timings' digits differ run to run: a few bytes)
+    monkeypatch.setattr(builders, "STEP_FRAME_BYTES", min(len(s.text) for s in whole) - 100)
     for step, full in zip(steps_of(stories), whole):
         attention = step["attention"]
         assert attention["mode"] == "mean" and attention["heads"] is None
@@ -47,10 +50,27 @@ def test_a_step_over_its_frame_sends_the_mean_and_each_heads_strongest_keys_from
 
 
 def test_the_frame_decision_counts_every_byte_of_the_rows(stories, monkeypatch):
-    """Heads mode exactly while the step with every row encodes within the cap (give or take the packed dict's
-    own keys, counted generously): one byte less than a real step's size, and that step sends the mean."""
-    size = len(json.dumps(steps_of(stories, 2)[-1]))
-    monkeypatch.setattr(builders, "STEP_FRAME_BYTES", size + 64)
-    assert steps_of(stories, 2)[-1]["attention"]["mode"] == "heads"
-    monkeypatch.setattr(builders, "STEP_FRAME_BYTES", size - 1)
-    assert steps_of(stories, 2)[-1]["attention"]["mode"] == "mean"
+    """Heads mode exactly while the step's text with every row (the frame it goes out as) is within the cap: at a
+    real step's size it sends the rows, at one byte less the mean. (Decided from the rest of the step's text, whose
+    timings differ run to run: the same rest is given here.)"""
+    step = steps_of(stories, 2)[-1]
+    rest = canonical_text({k: v for k, v in step.items() if k != "attention"})
+    rows = torch.from_numpy(unpack(step["attention"]["heads"]))  # (layers, heads, keys)
+    monkeypatch.setattr(builders, "STEP_FRAME_BYTES", len(step.text))
+    assert builders.step_attention(rows, len(rest))["mode"] == "heads"
+    monkeypatch.setattr(builders, "STEP_FRAME_BYTES", len(step.text) - 1)
+    assert builders.step_attention(rows, len(rest))["mode"] == "mean"
+
+
+def test_each_heads_strongest_keys_are_its_top_weights_ties_to_the_earlier_key():
+    from inference.capture import head_top_keys
+
+    attn = torch.rand(4, 3, 50, generator=torch.Generator().manual_seed(0)).softmax(-1)  # (layers, heads, keys)
+    attn[2, 1, [30, 7, 20, 41]] = 0.5  # four tied: the three earliest
+    top = head_top_keys(attn)
+    values, keys = attn.topk(HEAD_TOP_KEYS, dim=-1)
+    assert np.allclose(top.weights, values.double().numpy().round(4), atol=0) and top.keys[2][1] == [7, 20, 30]
+    untied = torch.ones(4, 3, dtype=torch.bool)
+    untied[2, 1] = False
+    assert np.array_equal(np.asarray(top.keys)[untied.numpy()], keys[untied].numpy())
+    assert head_top_keys(attn[:, :, :2]).keys == attn[:, :, :2].topk(2, dim=-1).indices.tolist()  # fewer keys than k

@@ -10,14 +10,12 @@ never sent, so it is stored unsigned: "posted through the API, not verified".
 from __future__ import annotations
 
 import hashlib
-import json
 import logging
 
 from django.core.cache import cache
 from django.utils.crypto import constant_time_compare, salted_hmac
 
-from inference.wire.framing import Encoded
-from inference.wire.packing import PlainList
+from inference.wire.canonical import Canonical, canonical_text
 
 log = logging.getLogger(__name__)
 # What the page keeps of a run (save-run.js); in compare mode run B's payloads (`run: "b"`) and the `compare`s too
@@ -26,40 +24,11 @@ KEPT_S = 24 * 3600  # how long after a run it can be saved as "recorded on this 
 SALT = "hit-enter.recorded-run"
 
 
-_LEAVES = frozenset({str, int, bool, type(None), PlainList})  # as they are (PlainList: so already, by its builder)
-
-
-def _plain(value):
-    """JSON as a browser re-encodes it: 2.0 reads back as 2, so integral floats become ints. Leaves are passed over
-    without a call (a step has ~700 values: this walk was half of writing its canonical text)."""
-    kind = type(value)
-    if kind is float:
-        return int(value) if value.is_integer() else value
-    if kind in _LEAVES:
-        return value
-    if isinstance(value, dict):
-        return {k: v if type(v) in _LEAVES else _plain(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [v if type(v) in _LEAVES else _plain(v) for v in value]
-    if isinstance(value, float) and value.is_integer():  # a float's subclass (numpy's)
-        return int(value)
-    return value
-
-
-def canonical_text(payload: dict) -> str:
-    """A payload as the digest reads it: sorted keys, no spaces, ASCII, integral floats as ints (strict JSON: a
-    ValueError on NaN or infinity). A recorded message goes out as this text too (RunDigest.saw)."""
-    return json.dumps(_plain(payload), sort_keys=True, separators=(",", ":"), allow_nan=False)
-
-
-class Canonical(Encoded):
-    """A message with its canonical text, made where the message was made (a decode tick's steps: on the device's
-    thread, inference/scheduler.py encoded_tick); RunDigest.saw hashes that text and the socket sends it."""
-    __slots__ = ()
-
-
 def with_canonical_text(message: dict) -> dict:
-    """The message as Canonical; as it is when it is not strict JSON (RunDigest.saw and the send path refuse it)."""
+    """The message as Canonical (as it is when it is one already); as it is when it is not strict JSON (RunDigest.saw
+    and the send path refuse it)."""
+    if type(message) is Canonical:
+        return message
     try:
         return Canonical(message, canonical_text(message))
     except ValueError:
