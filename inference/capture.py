@@ -71,43 +71,52 @@ def lens_layers(num_layers: int, vocab_size: int, mode: str = "auto", parameters
 
 @torch.no_grad()
 def logit_lens(model, adapter: FamilyAdapter, residuals: torch.Tensor, layers: list[int],
-               final_logits: torch.Tensor | None = None) -> list[dict]:
+               final_logits: torch.Tensor | None = None, final_top: list | None = None) -> list[dict]:
     """Top tokens each layer's residual would predict, read through the final norm and LM head.
 
-    residuals: (layers, hidden). The last layer's lens is the model's own logits: pass them to reuse them.
+    residuals: (layers, hidden). The last layer's lens is the model's own logits: pass them to reuse them (and their
+    top_tokens, `final_top`, where read already).
     """
-    return logit_lens_rows(model, adapter, residuals[None], layers, None if final_logits is None else final_logits[None])[0]
+    final = None if final_logits is None else final_logits[None]
+    return logit_lens_rows(model, adapter, residuals[None], layers, final, None if final_top is None else [final_top])[0]
 
 
 @torch.no_grad()
 def logit_lens_rows(model, adapter: FamilyAdapter, residuals: torch.Tensor, layers: list[int],
-                    final_logits: torch.Tensor | None = None) -> list[list[dict]]:
+                    final_logits: torch.Tensor | None = None, final_top: list | None = None) -> list[list[dict]]:
     """logit_lens for a batch of rows read at the same layers, in one pass through the norm and LM head.
 
     residuals: (rows, layers, hidden); final_logits: (rows, vocab) or None. One list of layer dicts per row.
+    final_top: each row's top_tokens of final_logits, where read already: the last layer's lens is their first
+    LENS_TOP (the same ranking and probabilities, so the lens's last layer and the logits' top agree on ties).
     """
     last = residuals.shape[1] - 1
     if not adapter.lens_ok:  # intermediate layers cannot be read through this model's head
         layers = [layer for layer in layers if layer == last] if final_logits is not None else []
     if not layers:
         return [[] for _ in range(residuals.shape[0])]
-    reuse = final_logits is not None and last in layers
-    read = [layer for layer in layers if not (reuse and layer == last)]
-    logits = None
-    if read:  # (rows, read, vocab)
-        logits = model.get_output_embeddings()(adapter.final_norm(model)(residuals[:, read])).float()
-    if reuse:
-        final = final_logits.float()[:, None]  # (rows, 1, vocab)
-        logits = final if logits is None else torch.cat([logits, final], dim=1)
-        read = read + [last]
-    top_logits, top_i = logits.topk(LENS_TOP, dim=-1)  # (rows, read, LENS_TOP)
-    top_p = torch.exp(top_logits - torch.logsumexp(logits, dim=-1, keepdim=True))
-    out = []
-    for ids_row, probs_row in zip(top_i.tolist(), top_p.tolist()):
-        found = {layer: {"layer": layer, "ids": ids_row[n], "probs": [round(p, 4) for p in probs_row[n]]}
-                 for n, layer in enumerate(read)}
-        out.append([found[layer] for layer in layers])
-    return out
+    found = [{} for _ in range(residuals.shape[0])]
+    if final_top is not None and last in layers and all(len(top) >= LENS_TOP for top in final_top):
+        for row, top in zip(found, final_top):
+            row[last] = {"layer": last, "ids": [t[0] for t in top[:LENS_TOP]],
+                         "probs": [round(t[2], 4) for t in top[:LENS_TOP]]}
+    read = [layer for layer in layers if layer not in found[0]]
+    reuse = final_logits is not None and last in read
+    computed = [layer for layer in read if not (reuse and layer == last)]
+    if read:
+        logits = None
+        if computed:  # (rows, computed, vocab)
+            logits = model.get_output_embeddings()(adapter.final_norm(model)(residuals[:, computed])).float()
+        if reuse:
+            final = final_logits.float()[:, None]  # (rows, 1, vocab)
+            logits = final if logits is None else torch.cat([logits, final], dim=1)
+            computed = computed + [last]
+        top_logits, top_i = logits.topk(LENS_TOP, dim=-1)  # (rows, computed, LENS_TOP)
+        top_p = torch.exp(top_logits - torch.logsumexp(logits, dim=-1, keepdim=True))
+        for row, ids_row, probs_row in zip(found, top_i.tolist(), top_p.tolist()):
+            row.update({layer: {"layer": layer, "ids": ids_row[n], "probs": [round(p, 4) for p in probs_row[n]]}
+                        for n, layer in enumerate(computed)})
+    return [[row[layer] for layer in layers] for row in found]
 
 
 def ranked_topk(x: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor]:

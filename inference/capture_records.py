@@ -45,11 +45,12 @@ def texts_of(tokenizer, *groups) -> dict[int, str]:
 
 
 def lens_rows(session, hidden_last: torch.Tensor, final_logits: torch.Tensor | None = None,
-              layers: list[int] | None = None, read: list[dict] | None = None) -> list[dict]:
+              layers: list[int] | None = None, read: list[dict] | None = None, final_top: list | None = None) -> list[dict]:
     """hidden_last: (layers + 1, hidden); the lens at layer outputs (rows 1..layers), by default the session's
-    layers. `read`: the lens already read with its batch (ForwardRow.lens)."""
+    layers. `read`: the lens already read with its batch (ForwardRow.lens); `final_top`: final_logits' top_tokens."""
     layers = session.lens_layers if layers is None else layers
-    return read if read is not None else logit_lens(session.model, session.adapter, hidden_last[1:], layers, final_logits)
+    return read if read is not None else logit_lens(session.model, session.adapter, hidden_last[1:], layers,
+                                                    final_logits, final_top)
 
 
 def session_record(session) -> SessionRecord:
@@ -92,8 +93,8 @@ def position_rows(session, count: int) -> PositionRows:
 
 def prefill_record(session, row) -> PrefillRecord:
     """The prefill's record, from its forward row (alone, joined chunks, or a batched pass's row)."""
-    lens = lens_rows(session, row.last_hidden, row.logits, read=row.lens)
     top = row.logits_top if row.logits_top is not None else top_tokens(row.logits[None])[0]
+    lens = lens_rows(session, row.last_hidden, row.logits, read=row.lens, final_top=top)
     return PrefillRecord(prompt=prompt_record(session), embeddings=embedding_rows(session),
                          positions=position_rows(session, len(session.prompt.ids)),
                          sliding_window=session.description.sliding_window, row=row, lens=lens, top=top,
@@ -119,8 +120,8 @@ def step_record(session, row, draw, delta: str, forced: bool, sampling_ms: float
     """The step just taken (session.step_index), sampled from `row`."""
     position = session.prompt_length + session.step_index - 2
     input_id = session.ids[position]
-    lens = lens_rows(session, row.last_hidden, row.logits, read=row.lens)
     top = row.logits_top if row.logits_top is not None else top_tokens(row.logits[None])[0]
+    lens = lens_rows(session, row.last_hidden, row.logits, read=row.lens, final_top=top)
     texts = texts_of(session.tokenizer, [input_id, draw.token_id], lens, top, draw.probs_top)
     return StepRecord(step=session.step_index, input_id=input_id, position=position, row=row, lens=lens, top=top,
                       draw=draw, greedy=session.params.greedy, forced=forced, special_ids=frozenset(session.special_ids),

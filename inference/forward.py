@@ -55,7 +55,8 @@ def read_lens(rows: list[ForwardRow], sessions, logits: torch.Tensor | None = No
         first = sessions[members[0]]
         residuals = torch.stack([rows[i].last_hidden[1:] for i in members])  # (members, layers, hidden)
         finals = logits if len(members) == len(rows) else logits[members]  # (members, vocab)
-        for i, lens in zip(members, logit_lens_rows(first.model, first.adapter, residuals, list(layers), finals)):
+        known = [tops[i] for i in members]
+        for i, lens in zip(members, logit_lens_rows(first.model, first.adapter, residuals, list(layers), finals, known)):
             lenses[i] = lens
     return [replace(row, logits_top=top, lens=lens) for row, top, lens in zip(rows, tops, lenses)]
 

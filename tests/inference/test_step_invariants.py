@@ -39,6 +39,21 @@ def check_cache(kv):
     assert kv["bytes"] == kv["bytes_per_token"] * kv["stored_tokens"]
 
 
+def check_rankings(step, layers: int, greedy: bool):
+    """The sections that rank the same logits rank them alike: the lens's last layer is the logits' top, the first
+    sampling stage (no penalty, nothing held off here) lists the same ids, and temperature 0 takes the first."""
+    top = step["logits"]["top"]
+    last = next((row for row in step["lens"] if row["layer"] == layers - 1), None)
+    if last is not None:
+        assert last["ids"] == [t["id"] for t in top[:len(last["ids"])]]
+        assert all(abs(p - t["prob"]) <= 5.1e-5 for p, t in zip(last["probs"], top))  # 4 decimals there, 6 here
+    assert [t["id"] for t in step["stages"][0]["top"]] == [t["id"] for t in top]
+    if greedy:
+        assert step["token"]["id"] == top[0]["id"] and step["token"]["prob"] == 1.0
+        assert step["probs"][0] == {"id": top[0]["id"], "text": top[0]["text"], "prob": 1.0}
+        assert all(p["prob"] == 0.0 for p in step["probs"][1:])
+
+
 @settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(case=RUNS)
 def test_every_step_agrees_with_the_run(stories, case):
@@ -59,6 +74,7 @@ def test_every_step_agrees_with_the_run(stories, case):
         expected_input = prefill["tokens"][-1]["id"] if k == 1 else steps[k - 2]["token"]["id"]
         assert s["input"]["id"] == expected_input
         assert s["forward"] == ("prefill" if k == 1 else "decode")
+        check_rankings(s, layers=len(s["hidden_norms"]) - 1, greedy=case["temperature"] == 0)
         if k > 1:  # the cache grows by one position, and by its bytes per position, each step
             before = steps[k - 2]["kv"]
             assert kv["bytes"] - before["bytes"] == kv["bytes_per_token"]
