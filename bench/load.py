@@ -2,7 +2,7 @@
 
 Each visitor connects to /ws/session/, and when all of a batch are connected they all send `start` (by
 default visitor i asks the i-th of 32 short questions, so they share only the template's system prompt;
-`--prompt` gives them all one; greedy, exactly max_new_tokens) and read until the run finishes, acking what
+`--prompt` gives them all one; greedy unless `--temperature`, exactly max_new_tokens) and read until the run finishes, acking what
 they read. Per batch: time to first token, inter-token latency, total tokens/s, errors, and the ratios
 against the lone visitor and against plain `model.generate` on the same weights, both measured in the same
 invocation (bench/plain_generate.py, before the server starts; its tokens are the greedy reference); and TTFT,
@@ -144,8 +144,8 @@ async def run_batch(url: str, n: int, args, prompts: list[str] | None = None) ->
 
     def start(i: int) -> dict:
         return {"type": "start", "messages": [{"role": "user", "content": prompts[i % len(prompts)]}],
-                "params": {"temperature": 0, "max_new_tokens": args.max_new_tokens,
-                           "min_new_tokens": args.max_new_tokens, "seed": 0}}
+                "params": {"temperature": args.temperature, "max_new_tokens": args.max_new_tokens,
+                           "min_new_tokens": args.max_new_tokens, "seed": i}}
     barrier = asyncio.Barrier(n)
     visitors = await asyncio.gather(*(visit(url, start(i), barrier, args, i % len(prompts)) for i in range(n)))
     first = min((v.sent for v in visitors if v.sent is not None), default=0.0)
@@ -306,6 +306,9 @@ def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--visitors", default="1,8,32", help="comma-separated batch sizes (1 gives the ratios' base)")
     parser.add_argument("--max-new-tokens", type=int, default=32)
+    parser.add_argument("--temperature", type=float, default=0.0,
+                        help="every visitor's temperature (default 0: greedy, each reply compared with plain generate's; "
+                        "0.7 is the page's default, with seeds 0..N-1 and no comparison)")
     parser.add_argument("--prompt", help="one user message for every visitor (default: visitor i asks the i-th of "
                         "32 short questions, bench/plain_generate.py; 'article' = the article's prompt)")
     parser.add_argument("--baseline", action=argparse.BooleanOptionalAction, default=True,
@@ -344,7 +347,7 @@ async def bench(servers: Servers, args, baseline: plain_generate.PlainGenerate |
     finally:
         servers.close()
     # Greedy: every visitor's tokens equal plain generate's for its prompt (without a baseline: the lone run's).
-    reference = dict(enumerate(baseline.tokens)) if baseline else {
+    reference = {} if args.temperature else dict(enumerate(baseline.tokens)) if baseline else {
         i: t for r in runs if r["visitors"] == 1 for i, t in r["_tokens"][:1]}
     for r in runs:
         tokens = [(i, t) for i, t in r.pop("_tokens") if i in reference]
@@ -357,7 +360,7 @@ async def bench(servers: Servers, args, baseline: plain_generate.PlainGenerate |
             r["tokens_per_s_vs_generate"] = r["tokens_per_s"] / plain["tokens_per_s"]
     targets = add_ratios(runs, args.model)
     return {"runs": runs, "targets": targets, "serving_targets": serving_targets(runs, plain), "plain_generate": plain,
-            "params": {"max_new_tokens": args.max_new_tokens, "temperature": 0, "prompts": len(args.prompts),
+            "params": {"max_new_tokens": args.max_new_tokens, "temperature": args.temperature, "prompts": len(args.prompts),
                        "prompt": args.prompts[0] if len(args.prompts) == 1 else "32 questions",
                        "repeats": args.repeats,
                        "model": args.model, "ack_every": args.ack_every, "cpus": os.cpu_count(),

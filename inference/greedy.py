@@ -14,34 +14,26 @@ import torch
 
 
 
-def greedy_records(stages, ranking: list[tuple[int, float, float]], logits: torch.Tensor, held_off: set[int],
-                   top_n: int) -> tuple[int, list[dict]] | None:
+def greedy_records(stages: list[tuple[str, bool]], ranking: list[tuple[int, float, float]], logits: torch.Tensor,
+                   held_off: set[int], top_n: int) -> tuple[int, list[dict]] | None:
     """(token, stage records) exactly as run_stages makes them at temperature 0 from `ranking` (the raw logits' top
-    ties in id order, as capture.top_tokens ranks them), or None where the stages must run. `stages`: build_stages'
-    (name, processor) list; `held_off`: the EOS ids masked at this step."""
-    from .sampling import ZeroTemperatureLimit  # sampling imports this module
-
-    if len(ranking) < top_n or any(p is not None and not isinstance(p, ZeroTemperatureLimit) for _, p in stages):
-        return None
-    if any(i in held_off for i, _, _ in ranking[:top_n]) or not math.isfinite(float(logits.sum())):
+    ties in id order, as capture.top_tokens ranks them), or None where the stages must run. `stages`: each stage's
+    name and whether it applies, the only one applied being greedy's limit; `held_off`: the EOS ids masked now."""
+    if len(ranking) < top_n or any(i in held_off for i, _, _ in ranking[:top_n]) or not math.isfinite(float(logits.sum())):
         return None
     top = [{"id": i, "value": round(v, 4)} for i, v, _ in ranking[:top_n]]
     first = {"survivors": logits.numel() - len(held_off), "top": top}
     others = [{"id": i, "value": None} for i in range(top_n) if i != ranking[0][0]][:top_n - 1]
     limited = {"survivors": 1, "top": [top[0]] + others}  # the limit's survivor, then the lowest other ids (dice.ranked)
     records, source = [], first
-    for name, processor in stages:
-        source = limited if processor is not None else source
-        records.append({"name": name, "applied": processor is not None, **source})
+    for name, applied in stages:
+        source = limited if applied else source
+        records.append({"name": name, "applied": applied, **source})
     return ranking[0][0], records
 
 
-def one_hot_result(token: int, records: list[dict], like: torch.Tensor, top_n: int, forced: int | None):
-    """The SampleResult of a greedy step whose limit left `token` alone: softmax gives it 1 and every other id 0,
-    listed as the ranking ties them, in id order."""
-    from .sampling import SampleResult
-
+def one_hot(token: int, like: torch.Tensor, top_n: int) -> tuple[torch.Tensor, list[tuple[int, float]]]:
+    """The final distribution of a greedy step whose limit left `token` alone, (vocab,) like `like`, and its ranking:
+    softmax gives the token 1 and every other id 0, ranked as ties are, in id order."""
     probs = torch.zeros_like(like).index_fill_(0, torch.tensor([token], device=like.device), 1.0)  # (vocab,)
-    top = [(token, 1.0)] + [(i, 0.0) for i in range(top_n) if i != token][:top_n - 1]
-    chosen = token if forced is None else forced
-    return SampleResult(chosen, float(probs[chosen]), records, top, None, probs)
+    return probs, [(token, 1.0)] + [(i, 0.0) for i in range(top_n) if i != token][:top_n - 1]

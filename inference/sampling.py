@@ -24,7 +24,7 @@ from transformers import (
 
 from .capture import ranked_topk
 from .dice import MAX_SEED, dice_roll, finite_count, ranked, roll
-from .greedy import greedy_records, one_hot_result
+from .greedy import greedy_records, one_hot
 from .wire.said import said
 
 STAGE_TOP_N = 10  # candidates recorded after each stage
@@ -272,17 +272,18 @@ def sample_token(input_ids: torch.LongTensor, logits: torch.Tensor, params: Samp
     ``ranking``: the raw logits' top [(id, logit, prob)] (capture.top_tokens), from which a greedy step reads its
     records without running the stages (inference/greedy.py).
     """
-    if params.greedy and ranking is not None:
+    stages = build_stages(params, prompt_length)
+    if params.greedy and ranking is not None and all(p is None or isinstance(p, ZeroTemperatureLimit) for _, p in stages):
         held_off = set(eos_ids) if params.min_new_tokens and input_ids.shape[-1] - prompt_length < params.min_new_tokens else set()
-        read = greedy_records(build_stages(params, prompt_length), ranking, logits,
+        read = greedy_records([(name, p is not None) for name, p in stages], ranking, logits,
                               {i for i in held_off if 0 <= i < logits.shape[-1]}, top_n)
         if read is not None:
-            return one_hot_result(*read, logits.float(), top_n, forced)
+            return _one_hot_result(read[0], read[1], logits.float(), top_n, forced)
     logits = suppress_early_eos(input_ids, logits, params, prompt_length, eos_ids)
     scores, records = run_stages(input_ids, logits, params, prompt_length)
     survivors = records[-1]["survivors"]
     if params.greedy and survivors == 1:  # greedy's limit left one token
-        return one_hot_result(int(scores[0].argmax()), records, scores[0], top_n, forced)
+        return _one_hot_result(int(scores[0].argmax()), records, scores[0], top_n, forced)
     probs = torch.softmax(scores[0], dim=-1)  # (vocab,)
     if params.greedy:  # no finite logit (a broken model): what softmax and the ranking make of it
         top_probs, top_ids = ranked_topk(probs, top_n)  # ties in id order: the first is argmax's own pick
@@ -295,3 +296,9 @@ def sample_token(input_ids: torch.LongTensor, logits: torch.Tensor, params: Samp
                 "cumulative_after": round(landed.after, 6)}
     token = token if forced is None else forced
     return SampleResult(token, float(probs[token]), records, top, draw, probs)
+
+
+def _one_hot_result(token: int, records: list[dict], like: torch.Tensor, top_n: int, forced: int | None) -> SampleResult:
+    probs, top = one_hot(token, like, top_n)
+    chosen = token if forced is None else forced
+    return SampleResult(chosen, float(probs[chosen]), records, top, None, probs)
