@@ -120,7 +120,7 @@ def step_record(session, row, draw, delta: str, forced: bool, sampling_ms: float
     """The step just taken (session.step_index), sampled from `row`."""
     position = session.prompt_length + session.step_index - 2
     input_id = session.ids[position]
-    top = row.logits_top if row.logits_top is not None else top_tokens(row.logits[None])[0]
+    top = row.logits_top  # ranked before the draw (GenerationSession._sampled_step), which reads it too
     lens = lens_rows(session, row.last_hidden, row.logits, read=row.lens, final_top=top)
     texts = texts_of(session.tokenizer, [input_id, draw.token_id], lens, top, draw.probs_top)
     return StepRecord(step=session.step_index, input_id=input_id, position=position, row=row, lens=lens, top=top,

@@ -78,7 +78,7 @@ def cache_stats(cache, context_window: int, seen: int | None = None) -> dict:
     layers, total, dtype = [], 0, None
     for layer in getattr(cache, "layers", None) or ():
         keys, held = layer_tensors(layer)
-        nbytes = held[0].nbytes + held[1].nbytes if len(held) == 2 else sum(t.nbytes for t in held)
+        nbytes = sum(t.nbytes for t in held)
         total += nbytes
         dtype = dtype or (keys.dtype if keys is not None else None)
         layers.append({"shape": list(keys.shape) if keys is not None else [0, 0, 0, 0], "bytes": nbytes})  # (batch, kv_heads, seq, head_dim)

@@ -278,7 +278,7 @@ def sample_token(input_ids: torch.LongTensor, logits: torch.Tensor, params: Samp
         read = greedy_records([(name, p is not None) for name, p in stages], ranking, logits,
                               {i for i in held_off if 0 <= i < logits.shape[-1]}, top_n)
         if read is not None:
-            return _one_hot_result(read[0], read[1], logits.float(), top_n, forced)
+            return _one_hot_result(*read, logits.float(), top_n, forced)
     logits = suppress_early_eos(input_ids, logits, params, prompt_length, eos_ids)
     scores, records = run_stages(input_ids, logits, params, prompt_length)
     survivors = records[-1]["survivors"]

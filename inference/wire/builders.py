@@ -13,7 +13,7 @@ import torch
 
 from inference.capture import block_average, block_edges, head_top_keys, least_first_token_head
 from .canonical import Canonical, canonical_text, with_first_member
-from .packing import packed, rounded
+from .packing import Packed, packed, rounded
 from .records import DoneRecord, PrefillRecord, RetemperRecord, SessionRecord, StepRecord
 from .schema import SCHEMA_VERSION
 
@@ -163,7 +163,7 @@ def step_attention(attn: torch.Tensor, others: int) -> dict:
     (in-process), and a step at 60 keys is 49 KB instead of 58."""
     attention = {"mode": "mean", "keys": attn.shape[-1], "mean": packed(attn.float().mean(dim=1)), "heads": None,
                  "top_keys": None, "top_weights": None}
-    rows = len(f'{{"b64":"","dtype":"float16","shape":[{",".join(map(str, attn.shape))}]}}') + packed_bytes(attn.numel())
+    rows = len(Packed(dtype="float16", shape=list(attn.shape), b64="").text()) + packed_bytes(attn.numel())
     size = others + len(',"attention":') + len(canonical_text(attention)) + len("heads") - len("mean") - len("null") + rows
     if size <= STEP_FRAME_BYTES:  # the step's text with every row, to the byte
         attention.update(mode="heads", heads=packed(attn))
